@@ -1,0 +1,190 @@
+//! Classification: every attempt outcome becomes exactly one [`OutcomeKind`].
+//!
+//! This is the only place that inspects raw results (status codes, I/O errors, hyper
+//! errors). Everything downstream — the retry decision, node health, metrics, the
+//! error a caller sees — reads the kind, never the raw error again.
+
+use std::fmt;
+
+use http::StatusCode;
+
+/// What happened on one attempt, reduced to the facts that drive every decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum OutcomeKind {
+    /// A 2xx or 3xx response.
+    Success,
+    /// The request was certainly never sent: connection refused, DNS failure,
+    /// unreachable network, TLS handshake failure, connect timeout.
+    Connect,
+    /// The connection broke mid-exchange (reset, EOF, a malformed response): the node
+    /// may or may not have processed the request.
+    Reset,
+    /// The per-attempt timeout elapsed before the whole response (including its body)
+    /// arrived.
+    Timeout,
+    /// 429 Too Many Requests: the node rejected the request without processing it.
+    Throttled,
+    /// 502, 503 or 504: a gateway or the node itself reports it cannot serve now.
+    Gateway,
+    /// 401 or 403: the node is reachable but rejected the credentials or the permission.
+    Auth,
+    /// Any other 4xx.
+    ClientError,
+    /// Any other 5xx (500, 501, 505 and up).
+    ServerError,
+    /// The caller gave up (dropped the request or its deadline expired) while the
+    /// attempt was in flight. Says nothing about the node.
+    Cancelled,
+}
+
+impl OutcomeKind {
+    /// Classifies an HTTP status code.
+    pub fn from_status(status: StatusCode) -> OutcomeKind {
+        match status.as_u16() {
+            200..=399 => OutcomeKind::Success,
+            401 | 403 => OutcomeKind::Auth,
+            429 => OutcomeKind::Throttled,
+            502..=504 => OutcomeKind::Gateway,
+            400..=499 => OutcomeKind::ClientError,
+            _ => OutcomeKind::ServerError,
+        }
+    }
+
+    /// Whether this outcome shows the node is unreachable or broken, so it must be marked
+    /// dead and handed to resurrection. Auth, throttling and HTTP errors never do: the node
+    /// answered. The caller's cancellation never does: it says nothing about the node.
+    pub fn marks_node_dead(self) -> bool {
+        matches!(
+            self,
+            OutcomeKind::Connect | OutcomeKind::Reset | OutcomeKind::Timeout
+        )
+    }
+
+    /// Whether the node answered with an HTTP response (of any status).
+    pub fn node_answered(self) -> bool {
+        matches!(
+            self,
+            OutcomeKind::Success
+                | OutcomeKind::Throttled
+                | OutcomeKind::Gateway
+                | OutcomeKind::Auth
+                | OutcomeKind::ClientError
+                | OutcomeKind::ServerError
+        )
+    }
+
+    /// Whether the request was certainly not processed by the node, so that even a
+    /// non-idempotent request may be sent again: a connect failure (never sent) or a 429
+    /// (rejected before processing, RFC 6585).
+    pub fn certainly_not_processed(self) -> bool {
+        matches!(self, OutcomeKind::Connect | OutcomeKind::Throttled)
+    }
+
+    /// A stable lower-case name used in logs, metrics labels and JSON output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OutcomeKind::Success => "ok",
+            OutcomeKind::Connect => "connect",
+            OutcomeKind::Reset => "reset",
+            OutcomeKind::Timeout => "timeout",
+            OutcomeKind::Throttled => "throttled",
+            OutcomeKind::Gateway => "gateway",
+            OutcomeKind::Auth => "auth",
+            OutcomeKind::ClientError => "client_error",
+            OutcomeKind::ServerError => "server_error",
+            OutcomeKind::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for OutcomeKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Classifies a failure of the HTTP stack (no response) as [`OutcomeKind::Connect`] or
+/// [`OutcomeKind::Reset`].
+///
+/// `is_connect` is the HTTP client's own verdict that the failure happened while
+/// establishing the connection; nothing was written then.
+pub(crate) fn classify_send_error(
+    is_connect: bool,
+    err: &(dyn std::error::Error + 'static),
+) -> OutcomeKind {
+    if is_connect {
+        return OutcomeKind::Connect;
+    }
+    // A request that was cancelled by the pool before being written (the pooled
+    // connection closed under us) is reported by hyper as "canceled"; hyper-util retries
+    // those itself when it is safe, so what reaches us is a mid-exchange failure.
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                std::io::ErrorKind::ConnectionRefused
+                    | std::io::ErrorKind::AddrNotAvailable
+                    | std::io::ErrorKind::NetworkUnreachable
+                    | std::io::ErrorKind::HostUnreachable
+            ) {
+                return OutcomeKind::Connect;
+            }
+        }
+        cur = e.source();
+    }
+    OutcomeKind::Reset
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses_map_to_kinds() {
+        let k = |s: u16| OutcomeKind::from_status(StatusCode::from_u16(s).unwrap());
+        assert_eq!(k(200), OutcomeKind::Success);
+        assert_eq!(k(201), OutcomeKind::Success);
+        assert_eq!(k(304), OutcomeKind::Success);
+        assert_eq!(k(400), OutcomeKind::ClientError);
+        assert_eq!(k(401), OutcomeKind::Auth);
+        assert_eq!(k(403), OutcomeKind::Auth);
+        assert_eq!(k(404), OutcomeKind::ClientError);
+        assert_eq!(k(409), OutcomeKind::ClientError);
+        assert_eq!(k(429), OutcomeKind::Throttled);
+        assert_eq!(k(500), OutcomeKind::ServerError);
+        assert_eq!(k(502), OutcomeKind::Gateway);
+        assert_eq!(k(503), OutcomeKind::Gateway);
+        assert_eq!(k(504), OutcomeKind::Gateway);
+        assert_eq!(k(505), OutcomeKind::ServerError);
+    }
+
+    #[test]
+    fn only_connectivity_failures_mark_nodes_dead() {
+        use OutcomeKind::*;
+        for k in [Connect, Reset, Timeout] {
+            assert!(k.marks_node_dead(), "{k}");
+        }
+        for k in [
+            Success,
+            Throttled,
+            Gateway,
+            Auth,
+            ClientError,
+            ServerError,
+            Cancelled,
+        ] {
+            assert!(!k.marks_node_dead(), "{k}");
+        }
+    }
+
+    #[test]
+    fn io_refusal_in_the_chain_is_a_connect_failure() {
+        let e = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(classify_send_error(false, &e), OutcomeKind::Connect);
+        let e = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(classify_send_error(false, &e), OutcomeKind::Reset);
+        assert_eq!(classify_send_error(true, &e), OutcomeKind::Connect);
+    }
+}

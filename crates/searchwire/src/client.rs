@@ -1,0 +1,654 @@
+//! The client: configuration, the node pool, the connector, and the one attempt loop.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http::{HeaderMap, Method};
+use http_body_util::Full;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::backoff::Backoff;
+use crate::classify::OutcomeKind;
+use crate::config::ClientBuilder;
+use crate::conn::{ConnSettings, Connector, HyperConnector, RawResponse};
+use crate::error::{Attempt, Error, ErrorKind};
+use crate::node::NodeAddr;
+use crate::observe::{AttemptEvent, NodeEvent, NoopObserver, Observer, RequestEvent};
+use crate::pool::{lock, Pool, PoolNode, Transition};
+use crate::request::{Deadline, Request};
+use crate::response::Response;
+use crate::retry::{NoRetry, RetryPolicy};
+
+/// A resilient client for a cluster of OpenSearch or Elasticsearch nodes.
+///
+/// Cheap to clone (`Arc` inside), `Send + Sync`: share one per cluster across tasks so
+/// node state carries from request to request. Background resurrection timers stop when
+/// the last clone is dropped.
+#[derive(Clone)]
+pub struct Client {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let nodes: Vec<String> = self
+            .inner
+            .pool
+            .topology()
+            .nodes
+            .iter()
+            .map(|n| n.addr.to_string())
+            .collect();
+        f.debug_struct("Client")
+            .field("nodes", &nodes)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) struct Inner {
+    pub(crate) pool: Pool,
+    pub(crate) connector: Arc<dyn Connector>,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) backoff: Backoff,
+    pub(crate) attempt_timeout: Option<Duration>,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) headers: HeaderMap,
+    pub(crate) rng: Mutex<fastrand::Rng>,
+    pub(crate) observer: Arc<dyn Observer>,
+    pub(crate) next_request_id: AtomicU64,
+    pub(crate) resurrection_timers: bool,
+    pub(crate) health_timeout: Duration,
+    /// Dropped with the client: wakes and ends every background task.
+    pub(crate) shutdown: tokio::sync::watch::Sender<()>,
+    /// Wall clock, for `Retry-After` HTTP-dates; injectable in tests.
+    pub(crate) wall_clock: fn() -> SystemTime,
+}
+
+/// The wall clock. The one place that reads system time (`Retry-After` dates need it);
+/// every other timing decision uses tokio's clock, which tests pause.
+#[allow(clippy::disallowed_methods)]
+fn system_now() -> SystemTime {
+    SystemTime::now()
+}
+
+/// The state of one node, for display and monitoring.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct NodeSnapshot {
+    /// URL without credentials.
+    pub url: String,
+    /// Node id from discovery (empty for seeds not yet discovered).
+    pub id: String,
+    /// Whether user traffic goes to it.
+    pub alive: bool,
+    /// Consecutive connectivity failures.
+    pub failures: u32,
+    /// How long it has been dead.
+    pub dead_for: Option<Duration>,
+    /// Time until its next resurrection check.
+    pub next_check_in: Option<Duration>,
+    /// `allocated_processors` from discovery (0 when unknown).
+    pub cores: u32,
+    /// The last connectivity failure.
+    pub last_error: Option<String>,
+    /// "credentials rejected (401)" or "permission denied (403)" when the node's latest
+    /// answer rejected the credentials.
+    pub auth_problem: Option<String>,
+}
+
+impl Client {
+    /// Starts building a client.
+    pub fn builder() -> ClientBuilder {
+        ClientBuilder::default()
+    }
+
+    pub(crate) fn from_parts(
+        b: ClientBuilder,
+        addrs: Vec<NodeAddr>,
+        headers: HeaderMap,
+        roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+    ) -> Result<Client, Error> {
+        let connector = HyperConnector::new(ConnSettings {
+            connect_timeout: b.connect_timeout,
+            pool_idle_timeout: b.pool_idle_timeout,
+            pool_max_idle_per_node: b.pool_max_idle_per_node,
+            extra_roots: roots,
+            native_roots: b.native_roots && addrs.iter().any(|a| a.scheme() == "https"),
+        })?;
+        Ok(Client::with_connector(
+            b,
+            addrs,
+            headers,
+            Arc::new(connector),
+        ))
+    }
+
+    pub(crate) fn with_connector(
+        b: ClientBuilder,
+        addrs: Vec<NodeAddr>,
+        headers: HeaderMap,
+        connector: Arc<dyn Connector>,
+    ) -> Client {
+        let seed = b.seed.unwrap_or_else(|| fastrand::u64(..));
+        let nodes = addrs
+            .into_iter()
+            .map(|a| Arc::new(PoolNode::new(a, String::new(), true, 0)))
+            .collect();
+        let pool = Pool::new(nodes, b.resurrection, b.server_cores, seed.wrapping_add(1));
+        Client {
+            inner: Arc::new(Inner {
+                pool,
+                connector,
+                retry: b.retry,
+                backoff: b.backoff,
+                attempt_timeout: b.attempt_timeout,
+                deadline: b.deadline,
+                headers,
+                rng: Mutex::new(fastrand::Rng::with_seed(seed)),
+                observer: b.observer.unwrap_or_else(|| Arc::new(NoopObserver)),
+                next_request_id: AtomicU64::new(1),
+                resurrection_timers: b.resurrection_timers,
+                health_timeout: b.health_timeout,
+                wall_clock: system_now,
+                shutdown: tokio::sync::watch::channel(()).0,
+            }),
+        }
+    }
+
+    /// Sends a request: picks a node, sends, classifies the outcome, and retries on another
+    /// live node (after a backoff) while the retry policy, the request's idempotency and its
+    /// deadline allow. Returns the first successful (2xx/3xx) response, or an [`Error`]
+    /// listing every attempt.
+    ///
+    /// Dropping the returned future cancels the request; that never marks a node dead.
+    pub async fn send(&self, request: Request) -> Result<Response, Error> {
+        request.validate()?;
+        let id = self.inner.next_request_id.fetch_add(1, Ordering::Relaxed);
+        let span = tracing::info_span!(
+            "searchwire.request",
+            db.system = "opensearch",
+            http.request.method = %request.method,
+            url.path = %request.path,
+            db.collection.name = request.index().unwrap_or(""),
+            retry_id = id,
+            retries = tracing::field::Empty,
+            http.response.status_code = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        );
+        let started = Instant::now();
+        let result = self
+            .inner
+            .execute(&request, id)
+            .instrument(span.clone())
+            .await;
+        let (status, attempts, error) = match &result {
+            Ok(r) => (Some(r.status()), r.attempts().len(), None),
+            Err(e) => (e.status(), e.attempts().len(), Some(e.kind())),
+        };
+        span.record("retries", attempts.saturating_sub(1));
+        if let Some(s) = status {
+            span.record("http.response.status_code", s.as_u16());
+        }
+        if let Some(k) = error {
+            span.record("error.type", k.as_str());
+        }
+        self.inner.observer.request_finished(&RequestEvent {
+            method: &request.method,
+            status,
+            attempts: attempts as u32,
+            elapsed: started.elapsed(),
+            error,
+        });
+        result
+    }
+
+    /// The state of every node.
+    pub fn nodes(&self) -> Vec<NodeSnapshot> {
+        let now = Instant::now();
+        self.inner
+            .pool
+            .topology()
+            .nodes
+            .iter()
+            .map(|n| {
+                let h = n.health();
+                NodeSnapshot {
+                    url: n.addr.to_string(),
+                    id: n.id.clone(),
+                    alive: n.is_alive(),
+                    failures: h.failures,
+                    dead_for: h.dead_since.map(|s| now.saturating_duration_since(s)),
+                    next_check_in: h.next_check.map(|c| c.saturating_duration_since(now)),
+                    cores: n.cores.load(Ordering::Relaxed),
+                    last_error: h.last_error.clone(),
+                    auth_problem: h.auth_rejected.map(|s| match s {
+                        401 => "credentials rejected (401)".to_string(),
+                        other => format!("permission denied ({other})"),
+                    }),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The outcome of one attempt, before it is turned into a record.
+struct AttemptResult {
+    kind: OutcomeKind,
+    raw: Option<RawResponse>,
+    detail: Option<String>,
+}
+
+impl Inner {
+    fn effective_deadline(&self, request: &Request, start: Instant) -> Option<Instant> {
+        match request.deadline {
+            Some(Deadline::At(at)) => Some(at),
+            Some(Deadline::Within(d)) => Some(start + d),
+            None => self.deadline.map(|d| start + d),
+        }
+    }
+
+    fn build_http(
+        &self,
+        request: &Request,
+        node: &NodeAddr,
+        query: &str,
+    ) -> Result<http::Request<Full<Bytes>>, Error> {
+        let uri = node.uri(&request.path, query)?;
+        let mut headers = self.headers.clone();
+        for (k, v) in request.headers.iter() {
+            headers.insert(k, v.clone());
+        }
+        let body = request.body.clone().unwrap_or_default();
+        let mut req = http::Request::new(Full::new(body));
+        *req.method_mut() = request.method.clone();
+        *req.uri_mut() = uri;
+        *req.headers_mut() = headers;
+        Ok(req)
+    }
+
+    async fn execute(
+        self: &Arc<Self>,
+        request: &Request,
+        request_id: u64,
+    ) -> Result<Response, Error> {
+        let start = Instant::now();
+        let deadline = self.effective_deadline(request, start);
+        let attempt_timeout = request.attempt_timeout.or(self.attempt_timeout);
+        let idempotent = request.is_idempotent();
+        let query = encode_query(&request.query);
+        let mut attempts: Vec<Attempt> = Vec::new();
+        let mut tried: Vec<*const PoolNode> = Vec::new();
+        let mut prev_delay = Duration::ZERO;
+
+        if deadline.is_some_and(|d| d <= start) {
+            return Err(Error::new(
+                ErrorKind::DeadlineExceeded,
+                "the request's deadline had already passed; nothing was sent",
+            ));
+        }
+
+        loop {
+            let number = attempts.len() as u32 + 1;
+            let Some(node) = self.pool.select(&tried) else {
+                return Err(Error::new(
+                    ErrorKind::NoNodeReachable,
+                    "the node pool is empty; configure at least one node",
+                )
+                .with_attempts(attempts));
+            };
+            tried.push(Arc::as_ptr(&node));
+            let http_req = self.build_http(request, &node.addr, &query)?;
+            let span = tracing::debug_span!(
+                "searchwire.attempt",
+                attempt = number,
+                server.address = %node.addr,
+                outcome = tracing::field::Empty,
+                http.response.status_code = tracing::field::Empty,
+                elapsed_ms = tracing::field::Empty,
+            );
+            let attempt_start = Instant::now();
+            let send = self.connector.send(&node.addr, http_req);
+            let bounded = async {
+                match attempt_timeout {
+                    Some(t) => tokio::time::timeout(t, send).await.ok(),
+                    None => Some(send.await),
+                }
+            };
+            let outcome: Option<Option<Result<RawResponse, crate::conn::SendError>>> =
+                match deadline {
+                    Some(d) => {
+                        tokio::select! {
+                            r = bounded.instrument(span.clone()) => Some(r),
+                            _ = tokio::time::sleep_until(d) => None,
+                        }
+                    }
+                    None => Some(bounded.instrument(span.clone()).await),
+                };
+            let elapsed = attempt_start.elapsed();
+            let result = match outcome {
+                None => AttemptResult {
+                    kind: OutcomeKind::Cancelled,
+                    raw: None,
+                    detail: Some("the request's deadline expired during the attempt".into()),
+                },
+                Some(None) => AttemptResult {
+                    kind: OutcomeKind::Timeout,
+                    raw: None,
+                    detail: Some(format!(
+                        "no complete response within the attempt timeout of {}",
+                        crate::duration::format_duration(attempt_timeout.unwrap_or_default())
+                    )),
+                },
+                Some(Some(Err(e))) => AttemptResult {
+                    kind: e.kind,
+                    raw: None,
+                    detail: Some(error_chain(&*e.source)),
+                },
+                Some(Some(Ok(raw))) => AttemptResult {
+                    kind: OutcomeKind::from_status(raw.status),
+                    raw: Some(raw),
+                    detail: None,
+                },
+            };
+            let status = result.raw.as_ref().map(|r| r.status);
+            span.record("outcome", result.kind.as_str());
+            span.record("elapsed_ms", elapsed.as_millis() as u64);
+            if let Some(s) = status {
+                span.record("http.response.status_code", s.as_u16());
+            }
+            span.in_scope(|| {
+                tracing::debug!(
+                    retry_id = request_id,
+                    attempt = number,
+                    node = %node.addr,
+                    index = request.index().unwrap_or(""),
+                    outcome = result.kind.as_str(),
+                    status = status.map(|s| s.as_u16()),
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    "attempt finished"
+                )
+            });
+            self.observer.attempt_finished(&AttemptEvent {
+                method: &request.method,
+                path: &request.path,
+                node: node.addr.as_str(),
+                attempt: number,
+                outcome: result.kind,
+                status,
+                elapsed,
+            });
+            self.update_node(&node, &result);
+            attempts.push(Attempt {
+                number,
+                node: node.addr.to_string(),
+                outcome: result.kind,
+                status,
+                elapsed,
+                backoff: Duration::ZERO,
+                detail: result.detail.clone(),
+            });
+
+            if result.kind == OutcomeKind::Success {
+                let raw = result.raw.unwrap_or_else(|| RawResponse {
+                    status: http::StatusCode::OK,
+                    headers: HeaderMap::new(),
+                    body: Bytes::new(),
+                });
+                return Ok(Response {
+                    status: raw.status,
+                    headers: raw.headers,
+                    body: raw.body,
+                    node: node.addr.to_string(),
+                    attempts,
+                });
+            }
+            if result.kind == OutcomeKind::Cancelled {
+                let total = deadline
+                    .map(|d| d.saturating_duration_since(start))
+                    .unwrap_or_default();
+                return Err(Error::new(
+                    ErrorKind::DeadlineExceeded,
+                    format!(
+                        "deadline of {} exceeded after {} attempt(s); the last attempt to {} was cancelled (the node was not marked dead)",
+                        crate::duration::format_duration(total),
+                        attempts.len(),
+                        node.addr
+                    ),
+                )
+                .with_attempts(attempts));
+            }
+            let retries_done = number - 1;
+            if let Err(why) = self
+                .retry
+                .decide(result.kind, status, idempotent, retries_done)
+            {
+                return Err(final_error(request, &node, result, attempts, why, None));
+            }
+            let hint = self.retry.server_hint(
+                status,
+                result.raw.as_ref().map(|r| &r.headers),
+                (self.wall_clock)(),
+            );
+            let delay = match hint {
+                Some(h) => h,
+                None => self.backoff.delay(number, prev_delay, &mut lock(&self.rng)),
+            };
+            if let Some(d) = deadline {
+                if Instant::now() + delay >= d {
+                    let note = format!(
+                        "not retried: the next backoff ({}) would end after the deadline",
+                        crate::duration::format_duration(delay)
+                    );
+                    return Err(final_error(
+                        request,
+                        &node,
+                        result,
+                        attempts,
+                        NoRetry::Exhausted,
+                        Some(note),
+                    ));
+                }
+            }
+            if let Some(last) = attempts.last_mut() {
+                last.backoff = delay;
+            }
+            prev_delay = delay;
+            if !delay.is_zero() {
+                tracing::debug!(
+                    retry_id = request_id,
+                    backoff_ms = delay.as_millis() as u64,
+                    "backing off before retry"
+                );
+                tokio::time::sleep(delay).await;
+            }
+        }
+    }
+
+    /// Applies an attempt's outcome to its node: connectivity failures mark it dead (and
+    /// drop its pooled connections), answers mark it alive, cancellation changes nothing.
+    fn update_node(self: &Arc<Self>, node: &Arc<PoolNode>, result: &AttemptResult) {
+        if result.kind.marks_node_dead() {
+            // Never reuse a connection that timed out or broke: the retry gets a fresh one.
+            self.connector.reset(&node.addr);
+            let reason = result.detail.as_deref().unwrap_or(result.kind.as_str());
+            let t = self.pool.mark_failed(node, Instant::now(), reason);
+            if t == Transition::Died {
+                self.observer.node_transition(&NodeEvent {
+                    node: node.addr.as_str(),
+                    alive: false,
+                    failures: node.health().failures,
+                    reason,
+                });
+                if self.resurrection_timers {
+                    crate::resurrect::ensure_timer(self, node);
+                }
+            }
+        } else if result.kind.node_answered() {
+            let auth = result
+                .raw
+                .as_ref()
+                .map(|r| r.status.as_u16())
+                .filter(|s| *s == 401 || *s == 403);
+            if self.pool.mark_answered(node, auth) == Transition::Revived {
+                self.observer.node_transition(&NodeEvent {
+                    node: node.addr.as_str(),
+                    alive: true,
+                    failures: 0,
+                    reason: "answered a request",
+                });
+            }
+        }
+    }
+}
+
+/// Renders an error and its sources on one line.
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// Percent-encodes query pairs.
+fn encode_query(pairs: &[(String, String)]) -> String {
+    if pairs.is_empty() {
+        return String::new();
+    }
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .finish()
+}
+
+/// The `error.reason` (or `error.type`) of an OpenSearch error body, shortened.
+fn error_reason(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let err = v.get("error")?;
+    let text = match err {
+        serde_json::Value::String(s) => s.clone(),
+        _ => {
+            let ty = err.get("type").and_then(|t| t.as_str()).unwrap_or("");
+            let reason = err.get("reason").and_then(|t| t.as_str()).unwrap_or("");
+            match (ty.is_empty(), reason.is_empty()) {
+                (false, false) => format!("{ty}: {reason}"),
+                (false, true) => ty.to_string(),
+                (true, false) => reason.to_string(),
+                (true, true) => return None,
+            }
+        }
+    };
+    let mut t: String = text.chars().take(300).collect();
+    if text.chars().count() > 300 {
+        t.push('…');
+    }
+    Some(t)
+}
+
+/// Turns the last attempt into the error the caller sees, with a message that says what
+/// happened and what to do.
+fn final_error(
+    request: &Request,
+    node: &PoolNode,
+    result: AttemptResult,
+    attempts: Vec<Attempt>,
+    why: NoRetry,
+    note: Option<String>,
+) -> Error {
+    let n = attempts.len();
+    let what = format!("{} {}", request.method, request.path);
+    let suffix = match (why, &note) {
+        (_, Some(note)) => format!("; {note}"),
+        (NoRetry::NotIdempotent, None) => format!(
+            "; not retried because {what} may have been processed and is not idempotent (mark it with Request::idempotent(true) if it is safe to repeat)"
+        ),
+        (NoRetry::Exhausted, None) if n > 1 => format!("; gave up after {n} attempts"),
+        _ => String::new(),
+    };
+    let (kind, message) = match (&result.raw, result.kind) {
+        (Some(raw), OutcomeKind::Auth) => {
+            let s = raw.status.as_u16();
+            let reason = error_reason(&raw.body);
+            let msg = if s == 401 {
+                format!(
+                    "node {} rejected the credentials (401) for {what} — check the username/password or token; the node is reachable and was not marked dead",
+                    node.addr
+                )
+            } else if reason
+                .as_deref()
+                .is_some_and(|r| r.contains("cluster_block_exception"))
+            {
+                format!(
+                    "node {} refused {what} because of a cluster block (403: {}) — the cluster is read-only or blocked, e.g. by a full disk; the node is reachable and was not marked dead",
+                    node.addr,
+                    reason.unwrap_or_default()
+                )
+            } else {
+                format!(
+                    "node {} denied permission (403) for {what}{} — the user lacks a privilege for this action; the node is reachable and was not marked dead",
+                    node.addr,
+                    reason.map(|r| format!(": {r}")).unwrap_or_default()
+                )
+            };
+            (ErrorKind::Auth, msg)
+        }
+        (Some(raw), OutcomeKind::Throttled) => (
+            ErrorKind::Throttled,
+            format!(
+                "node {} is throttling requests (429) for {what}{} — reduce the request rate or concurrency",
+                node.addr,
+                error_reason(&raw.body).map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+        ),
+        (Some(raw), _) => (
+            ErrorKind::Status,
+            format!(
+                "node {} answered {} for {what}{}",
+                node.addr,
+                raw.status,
+                error_reason(&raw.body).map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+        ),
+        (None, kind) => {
+            let detail = result.detail.clone().unwrap_or_default();
+            let advice = match kind {
+                OutcomeKind::Connect => "check that the cluster is running and the URLs are right",
+                OutcomeKind::Timeout => "the node may be overloaded or paused; raise the attempt timeout if the request is legitimately slow",
+                _ => "the connection broke mid-exchange; check the node's logs",
+            };
+            (
+                ErrorKind::NoNodeReachable,
+                format!(
+                    "no node reachable for {what}: last attempt to {} failed ({kind}: {detail}) — {advice}",
+                    node.addr
+                ),
+            )
+        }
+    };
+    let mut err = Error::new(kind, format!("{message}{suffix}")).with_attempts(attempts);
+    if let Some(raw) = result.raw {
+        err = err.with_response(Response {
+            status: raw.status,
+            headers: raw.headers,
+            body: raw.body,
+            node: node.addr.to_string(),
+            attempts: Vec::new(),
+        });
+    }
+    err
+}
+
+impl Client {
+    /// Convenience: `GET path`.
+    pub async fn get(&self, path: &str) -> Result<Response, Error> {
+        self.send(Request::new(Method::GET, path)).await
+    }
+}

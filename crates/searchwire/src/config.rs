@@ -1,0 +1,411 @@
+//! The client builder: validated configuration. Every mistake is an error at
+//! [`ClientBuilder::build`], never a surprise at the first request.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::backoff::Backoff;
+use crate::client::Client;
+use crate::defaults;
+use crate::duration::parse_duration;
+use crate::error::Error;
+use crate::node::{Credentials, NodeAddr};
+use crate::observe::Observer;
+use crate::retry::RetryPolicy;
+use crate::schedule::ResurrectionConfig;
+
+/// Reads the per-attempt timeout override from `SEARCHWIRE_REQUEST_TIMEOUT`'s value.
+///
+/// Returns `Ok(None)` when unset or empty (no override), `Ok(Some(None))` for `0`
+/// (per-attempt timeout disabled), `Ok(Some(Some(d)))` otherwise. An unparseable value is
+/// an error naming the variable and the value — never silently ignored.
+pub fn timeout_override(value: Option<&str>) -> Result<Option<Option<Duration>>, Error> {
+    let Some(v) = value else { return Ok(None) };
+    if v.trim().is_empty() {
+        return Ok(None);
+    }
+    match parse_duration(v) {
+        Ok(d) if d.is_zero() => Ok(Some(None)),
+        Ok(d) => Ok(Some(Some(d))),
+        Err(e) => Err(Error::config(format!(
+            "environment variable {} has an invalid value {:?}: {e}",
+            defaults::REQUEST_TIMEOUT_ENV,
+            v
+        ))),
+    }
+}
+
+/// Builds a [`Client`]. Start with [`Client::builder`].
+pub struct ClientBuilder {
+    pub(crate) nodes: Vec<String>,
+    pub(crate) credentials: Option<Credentials>,
+    pub(crate) headers: Vec<(String, String)>,
+    pub(crate) ca_pem: Vec<Vec<u8>>,
+    pub(crate) native_roots: bool,
+    pub(crate) retry: RetryPolicy,
+    pub(crate) backoff: Backoff,
+    pub(crate) attempt_timeout: Option<Duration>,
+    pub(crate) connect_timeout: Duration,
+    pub(crate) deadline: Option<Duration>,
+    pub(crate) pool_idle_timeout: Duration,
+    pub(crate) pool_max_idle_per_node: usize,
+    pub(crate) resurrection: ResurrectionConfig,
+    pub(crate) server_cores: u32,
+    pub(crate) seed: Option<u64>,
+    pub(crate) read_env: bool,
+    pub(crate) observer: Option<Arc<dyn Observer>>,
+    pub(crate) resurrection_timers: bool,
+    pub(crate) health_timeout: Duration,
+}
+
+impl Default for ClientBuilder {
+    fn default() -> ClientBuilder {
+        ClientBuilder {
+            nodes: Vec::new(),
+            credentials: None,
+            headers: Vec::new(),
+            ca_pem: Vec::new(),
+            native_roots: true,
+            retry: RetryPolicy::default(),
+            backoff: Backoff::default(),
+            attempt_timeout: Some(defaults::ATTEMPT_TIMEOUT),
+            connect_timeout: defaults::CONNECT_TIMEOUT,
+            deadline: None,
+            pool_idle_timeout: defaults::POOL_IDLE_TIMEOUT,
+            pool_max_idle_per_node: defaults::POOL_MAX_IDLE_PER_NODE,
+            resurrection: ResurrectionConfig::default(),
+            server_cores: 0,
+            seed: None,
+            read_env: true,
+            observer: None,
+            resurrection_timers: true,
+            health_timeout: defaults::HEALTH_CHECK_TIMEOUT,
+        }
+    }
+}
+
+impl fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|n| crate::node::redact_userinfo(n))
+            .collect();
+        f.debug_struct("ClientBuilder")
+            .field("nodes", &nodes)
+            .field("credentials", &self.credentials)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field("retry", &self.retry)
+            .field("backoff", &self.backoff)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientBuilder {
+    /// Adds a seed node URL: `http(s)://[user:pass@]host[:port][/prefix]`.
+    pub fn node(mut self, url: impl Into<String>) -> ClientBuilder {
+        self.nodes.push(url.into());
+        self
+    }
+
+    /// Adds several seed node URLs.
+    pub fn nodes<I, S>(mut self, urls: I) -> ClientBuilder
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.nodes.extend(urls.into_iter().map(Into::into));
+        self
+    }
+
+    /// HTTP basic authentication on every request, including health checks.
+    pub fn basic_auth(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> ClientBuilder {
+        self.credentials = Some(Credentials::Basic {
+            username: username.into(),
+            password: password.into(),
+        });
+        self
+    }
+
+    /// `Authorization: Bearer <token>` on every request, including health checks.
+    pub fn bearer_auth(mut self, token: impl Into<String>) -> ClientBuilder {
+        self.credentials = Some(Credentials::Bearer(token.into()));
+        self
+    }
+
+    /// A header sent with every request (validated at `build`).
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> ClientBuilder {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// Trusts the CA certificate(s) in this PEM data for https nodes, in addition to the
+    /// operating system's roots.
+    pub fn ca_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> ClientBuilder {
+        self.ca_pem.push(pem.into());
+        self
+    }
+
+    /// Whether to trust the operating system's root certificates (default: yes).
+    pub fn native_roots(mut self, yes: bool) -> ClientBuilder {
+        self.native_roots = yes;
+        self
+    }
+
+    /// Retries after the first attempt; 0 disables retries.
+    pub fn max_retries(mut self, n: u32) -> ClientBuilder {
+        self.retry.max_retries = n;
+        self
+    }
+
+    /// HTTP statuses to retry (default 502, 503, 504, 429).
+    pub fn retry_on_status(mut self, statuses: impl IntoIterator<Item = u16>) -> ClientBuilder {
+        self.retry.retry_on_status = statuses.into_iter().collect();
+        self
+    }
+
+    /// Whether to retry connect failures, resets and attempt timeouts (default: yes).
+    pub fn retry_on_connection_errors(mut self, yes: bool) -> ClientBuilder {
+        self.retry.retry_on_connection_errors = yes;
+        self
+    }
+
+    /// Longest `Retry-After` honoured (default 30 s).
+    pub fn retry_after_cap(mut self, cap: Duration) -> ClientBuilder {
+        self.retry.retry_after_cap = cap;
+        self
+    }
+
+    /// The backoff between retries (default: exponential, full jitter, 100 ms base, 10 s cap).
+    pub fn backoff(mut self, backoff: Backoff) -> ClientBuilder {
+        self.backoff = backoff;
+        self
+    }
+
+    /// Per-attempt timeout (default 30 s): bounds each round trip including reading the
+    /// body. `SEARCHWIRE_REQUEST_TIMEOUT` overrides it.
+    pub fn attempt_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// Disables the per-attempt timeout (not recommended: an attempt may then hang until
+    /// the deadline, or forever without one).
+    pub fn no_attempt_timeout(mut self) -> ClientBuilder {
+        self.attempt_timeout = None;
+        self
+    }
+
+    /// TCP/TLS connect timeout (default 5 s).
+    pub fn connect_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Default overall time budget of every request (default: none). A request's own
+    /// [`Request::timeout`](crate::Request::timeout) takes precedence.
+    pub fn deadline(mut self, budget: Duration) -> ClientBuilder {
+        self.deadline = Some(budget);
+        self
+    }
+
+    /// Idle keep-alive connections are closed after this long (default 90 s).
+    pub fn pool_idle_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.pool_idle_timeout = timeout;
+        self
+    }
+
+    /// Idle connections kept per node (default 64).
+    pub fn pool_max_idle_per_node(mut self, n: usize) -> ClientBuilder {
+        self.pool_max_idle_per_node = n;
+        self
+    }
+
+    /// The dead-node resurrection schedule.
+    pub fn resurrection(mut self, cfg: ResurrectionConfig) -> ClientBuilder {
+        self.resurrection = cfg;
+        self
+    }
+
+    /// Server core count for the capacity model, overriding what discovery reports.
+    pub fn server_cores(mut self, cores: u32) -> ClientBuilder {
+        self.server_cores = cores;
+        self
+    }
+
+    /// Seeds the client's random source (backoff and resurrection jitter), so runs are
+    /// reproducible. By default the seed is random.
+    pub fn seed(mut self, seed: u64) -> ClientBuilder {
+        self.seed = Some(seed);
+        self
+    }
+
+    /// Whether to read `SEARCHWIRE_REQUEST_TIMEOUT` at build (default: yes).
+    pub fn read_environment(mut self, yes: bool) -> ClientBuilder {
+        self.read_env = yes;
+        self
+    }
+
+    /// Receives attempt, request and node events (metrics, tests).
+    pub fn observer(mut self, observer: Arc<dyn Observer>) -> ClientBuilder {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// Whether each dead node gets a background resurrection timer (default: yes). With
+    /// timers off, dead nodes come back only when every node is dead and a request tries
+    /// them.
+    pub fn resurrection_timers(mut self, yes: bool) -> ClientBuilder {
+        self.resurrection_timers = yes;
+        self
+    }
+
+    /// Timeout of health-check requests (default 5 s).
+    pub fn health_check_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.health_timeout = timeout;
+        self
+    }
+
+    /// Validates the configuration and builds the client.
+    pub fn build(self) -> Result<Client, Error> {
+        let env = if self.read_env {
+            match std::env::var(defaults::REQUEST_TIMEOUT_ENV) {
+                Ok(v) => timeout_override(Some(&v))?,
+                Err(std::env::VarError::NotPresent) => None,
+                Err(std::env::VarError::NotUnicode(_)) => {
+                    return Err(Error::config(format!(
+                        "environment variable {} is not valid UTF-8",
+                        defaults::REQUEST_TIMEOUT_ENV
+                    )))
+                }
+            }
+        } else {
+            None
+        };
+        self.build_with_override(env)
+    }
+
+    pub(crate) fn build_with_override(
+        mut self,
+        env: Option<Option<Duration>>,
+    ) -> Result<Client, Error> {
+        if let Some(o) = env {
+            self.attempt_timeout = o;
+        }
+        if self.nodes.is_empty() {
+            return Err(Error::config(
+                "no node URL given; add at least one with ClientBuilder::node (e.g. http://localhost:9200)",
+            ));
+        }
+        let mut addrs: Vec<NodeAddr> = Vec::new();
+        for raw in &self.nodes {
+            let (addr, creds) = NodeAddr::parse(raw)?;
+            if addrs.contains(&addr) {
+                return Err(Error::config(format!("node {addr} is listed twice")));
+            }
+            if let (Some(c), None) = (creds, &self.credentials) {
+                self.credentials = Some(c);
+            }
+            addrs.push(addr);
+        }
+        for s in &self.retry.retry_on_status {
+            if !(400..=599).contains(s) {
+                return Err(Error::config(format!(
+                    "retry_on_status contains {s}; only 4xx and 5xx statuses can be retried"
+                )));
+            }
+        }
+        if self.attempt_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(Error::config(
+                "attempt_timeout must be positive; use no_attempt_timeout() to disable it",
+            ));
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(Error::config("connect_timeout must be positive"));
+        }
+        if self.health_timeout.is_zero() {
+            return Err(Error::config("health_check_timeout must be positive"));
+        }
+        if self.deadline.is_some_and(|d| d.is_zero()) {
+            return Err(Error::config("deadline must be positive"));
+        }
+        self.resurrection
+            .validate()
+            .map_err(|e| Error::config(format!("invalid resurrection schedule: {e}")))?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::USER_AGENT,
+            HeaderValue::from_static(concat!("searchwire/", env!("CARGO_PKG_VERSION"))),
+        );
+        for (k, v) in &self.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| Error::config(format!("default header name {k:?} is not valid")))?;
+            let value = HeaderValue::from_str(v).map_err(|_| {
+                Error::config(format!(
+                    "default header {k:?} has a value that is not valid in HTTP"
+                ))
+            })?;
+            headers.insert(name, value);
+        }
+        if let Some(c) = &self.credentials {
+            headers.insert(http::header::AUTHORIZATION, c.header_value()?);
+        }
+        let mut roots = Vec::new();
+        for pem in &self.ca_pem {
+            use rustls::pki_types::pem::PemObject;
+            let mut n = 0;
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem) {
+                let cert = cert
+                    .map_err(|e| Error::config(format!("CA certificate PEM is malformed: {e}")))?;
+                roots.push(cert);
+                n += 1;
+            }
+            if n == 0 {
+                return Err(Error::config(
+                    "CA certificate PEM contains no CERTIFICATE block; pass the CA's PEM file",
+                ));
+            }
+        }
+        Client::from_parts(self, addrs, headers, roots)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_override_formats() {
+        assert_eq!(timeout_override(None).unwrap(), None);
+        assert_eq!(timeout_override(Some("")).unwrap(), None);
+        assert_eq!(timeout_override(Some("0")).unwrap(), Some(None));
+        let ms = |n| Some(Some(Duration::from_millis(n)));
+        assert_eq!(timeout_override(Some("500ms")).unwrap(), ms(500));
+        assert_eq!(timeout_override(Some("30s")).unwrap(), ms(30_000));
+        assert_eq!(timeout_override(Some("1m")).unwrap(), ms(60_000));
+        assert_eq!(timeout_override(Some("1m30s")).unwrap(), ms(90_000));
+        assert_eq!(timeout_override(Some("30")).unwrap(), ms(30_000));
+        assert_eq!(timeout_override(Some("1.5")).unwrap(), ms(1_500));
+    }
+
+    #[test]
+    fn malformed_env_override_is_an_error_naming_variable_and_value() {
+        let e = timeout_override(Some("5 minutes")).unwrap_err();
+        assert_eq!(e.kind(), crate::ErrorKind::Config);
+        let m = e.to_string();
+        assert!(m.contains("SEARCHWIRE_REQUEST_TIMEOUT"), "{m}");
+        assert!(m.contains("5 minutes"), "{m}");
+    }
+}

@@ -1,0 +1,168 @@
+//! The HTTP layer: one keep-alive connection pool per node, TLS with a custom CA, and the
+//! one operation the transport loop needs — send a request and read the whole response.
+//!
+//! Each node has its own pool, and [`Connector::reset`] throws a node's pool away. The
+//! transport loop calls it after an attempt timed out or was reset, so the retry never goes
+//! over a connection that may be stalled (opensearch-go reuses a timed-out HTTP/2
+//! connection for the retry; we never do).
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use crate::classify::{classify_send_error, OutcomeKind};
+use crate::error::{BoxError, Error};
+use crate::node::NodeAddr;
+
+/// A complete response as read off the wire.
+pub(crate) struct RawResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// Why sending failed without a response: the kind (connect or reset) and the cause.
+pub(crate) struct SendError {
+    pub kind: OutcomeKind,
+    pub source: BoxError,
+}
+
+pub(crate) type SendFuture = Pin<Box<dyn Future<Output = Result<RawResponse, SendError>> + Send>>;
+
+/// Sends one request to one node. The transport loop owns timeouts and retries; a
+/// connector only moves bytes and tells connect failures from mid-exchange failures.
+pub(crate) trait Connector: Send + Sync + 'static {
+    /// Sends `req` to `node` and reads the whole response body.
+    fn send(&self, node: &NodeAddr, req: http::Request<Full<Bytes>>) -> SendFuture;
+    /// Drops every pooled connection to `node`; the next request opens a fresh one.
+    fn reset(&self, node: &NodeAddr);
+}
+
+/// Connection settings shared by every node's pool.
+#[derive(Clone, Debug)]
+pub(crate) struct ConnSettings {
+    pub connect_timeout: Duration,
+    pub pool_idle_timeout: Duration,
+    pub pool_max_idle_per_node: usize,
+    /// Extra trusted roots (DER), from the user's CA PEM.
+    pub extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+    /// Trust the operating system's roots too.
+    pub native_roots: bool,
+}
+
+type Https = hyper_rustls::HttpsConnector<HttpConnector>;
+type Pool = HyperClient<Https, Full<Bytes>>;
+
+/// The production connector: hyper 1 over rustls, one pool per node.
+pub(crate) struct HyperConnector {
+    settings: ConnSettings,
+    https: Https,
+    pools: Mutex<HashMap<NodeAddr, Pool>>,
+}
+
+impl HyperConnector {
+    pub(crate) fn new(settings: ConnSettings) -> Result<HyperConnector, Error> {
+        let mut roots = rustls::RootCertStore::empty();
+        if settings.native_roots {
+            let loaded = rustls_native_certs::load_native_certs();
+            for cert in loaded.certs {
+                // A malformed system certificate is skipped, as every TLS client does.
+                let _ = roots.add(cert);
+            }
+        }
+        for cert in &settings.extra_roots {
+            roots.add(cert.clone()).map_err(|e| {
+                Error::config(format!(
+                    "the CA certificate cannot be used as a trust anchor: {e}"
+                ))
+            })?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::config(format!("TLS setup failed: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(settings.connect_timeout));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        Ok(HyperConnector {
+            settings,
+            https,
+            pools: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn pool(&self, node: &NodeAddr) -> Pool {
+        let mut pools = match self.pools.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        if let Some(p) = pools.get(node) {
+            return p.clone();
+        }
+        let p = HyperClient::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .pool_idle_timeout(self.settings.pool_idle_timeout)
+            .pool_max_idle_per_host(self.settings.pool_max_idle_per_node)
+            .build(self.https.clone());
+        pools.insert(node.clone(), p.clone());
+        p
+    }
+}
+
+impl Connector for HyperConnector {
+    fn send(&self, node: &NodeAddr, req: http::Request<Full<Bytes>>) -> SendFuture {
+        let pool = self.pool(node);
+        Box::pin(async move {
+            let resp = pool.request(req).await.map_err(|e| {
+                let kind = classify_send_error(e.is_connect(), &e);
+                SendError {
+                    kind,
+                    source: Box::new(e),
+                }
+            })?;
+            let (parts, body) = resp.into_parts();
+            // Reading the body is part of the attempt: a body that stalls half-way is a
+            // timeout, one that breaks off is a reset.
+            let body = body
+                .collect()
+                .await
+                .map_err(|e| SendError {
+                    kind: OutcomeKind::Reset,
+                    source: Box::new(e),
+                })?
+                .to_bytes();
+            Ok(RawResponse {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+            })
+        })
+    }
+
+    fn reset(&self, node: &NodeAddr) {
+        let mut pools = match self.pools.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        // Dropping our handle drops the pool's idle connections once in-flight requests
+        // holding clones finish; new requests get a new, empty pool.
+        pools.remove(node);
+    }
+}

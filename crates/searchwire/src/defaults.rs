@@ -1,0 +1,154 @@
+//! The one table of defaults. Every default lives here once, with the reason it is what it
+//! is; the builder, the CLI's `--help` and `docs/configuration.md` read (or are checked
+//! against) this table, so code and documentation cannot drift apart.
+
+use std::time::Duration;
+
+/// Retries after the first attempt: 3, so at most 4 attempts. Enough to step over one or
+/// two dead nodes and a brief hiccup; more multiplies load during an outage, which is what
+/// the retry budget exists to bound.
+pub const MAX_RETRIES: u32 = 3;
+
+/// Statuses that are retried: 502, 503 and 504 (a node or proxy cannot serve right now)
+/// and 429 (throttling: retried after `Retry-After` or the backoff). Other 4xx are the
+/// caller's fault; 500 usually repeats.
+pub const RETRY_ON_STATUS: [u16; 4] = [502, 503, 504, 429];
+
+/// Per-attempt timeout: 30 s. opensearch-go disables it by default (an attempt may hang
+/// forever on a stalled connection); 30 s matches the Java RestClient's socket timeout and
+/// fits heavy searches and bulk requests. Tighten it per request, or cap the whole request
+/// with a deadline.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// TCP (and TLS) connect timeout: 5 s. A SYN that is not answered in 5 s is a dead path;
+/// classifying it as a connect failure (request never sent) lets even a POST move on to
+/// another node.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Longest `Retry-After` honoured: 30 s. A server asking for more is treated as asking for
+/// 30 s, so one misconfigured proxy cannot park callers for an hour; the deadline bounds it
+/// further.
+pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(30);
+
+/// Idle keep-alive connections are closed after 90 s: below the usual 120 s+ idle timeouts
+/// of load balancers, so the client closes first instead of writing into a closed socket.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Idle connections kept per node: 64, enough for the concurrency of a busy application
+/// without hoarding sockets on every node.
+pub const POOL_MAX_IDLE_PER_NODE: usize = 64;
+
+/// Whether connect failures, resets and attempt timeouts are retried (subject to
+/// idempotency): yes. They are the failures a multi-node client exists to hide.
+pub const RETRY_ON_CONNECTION_ERRORS: bool = true;
+
+/// Timeout of one health-check request (resurrection checks, capability probes): 5 s.
+/// A node that cannot answer `GET /` in 5 s should not get user traffic yet.
+pub const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The environment variable that overrides the per-attempt timeout.
+pub const REQUEST_TIMEOUT_ENV: &str = "SEARCHWIRE_REQUEST_TIMEOUT";
+
+/// One row of the defaults table, as printed in docs and `--help`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DefaultEntry {
+    /// The builder method that changes it.
+    pub setting: &'static str,
+    /// The default, rendered.
+    pub value: String,
+    /// Why.
+    pub why: &'static str,
+}
+
+/// Every default of the client, for documentation and `--help`.
+pub fn table() -> Vec<DefaultEntry> {
+    use crate::duration::format_duration as d;
+    let r = crate::schedule::ResurrectionConfig::default();
+    vec![
+        DefaultEntry {
+            setting: "max_retries",
+            value: MAX_RETRIES.to_string(),
+            why:
+                "up to 4 attempts: enough to step over a dead node or two without multiplying load",
+        },
+        DefaultEntry {
+            setting: "retry_on_status",
+            value: "502,503,504,429".to_string(),
+            why: "gateway errors and throttling are transient; other statuses repeat",
+        },
+        DefaultEntry {
+            setting: "backoff",
+            value: format!(
+                "exp:{}:{} (full jitter)",
+                d(crate::backoff::DEFAULT_BACKOFF_BASE),
+                d(crate::backoff::DEFAULT_BACKOFF_CAP)
+            ),
+            why: "retries spread out instead of stampeding a recovering node",
+        },
+        DefaultEntry {
+            setting: "attempt_timeout",
+            value: d(ATTEMPT_TIMEOUT),
+            why: "no attempt hangs forever on a stalled connection; generous for bulk",
+        },
+        DefaultEntry {
+            setting: "connect_timeout",
+            value: d(CONNECT_TIMEOUT),
+            why: "an unanswered SYN is a dead path; the request was never sent",
+        },
+        DefaultEntry {
+            setting: "deadline",
+            value: "none".to_string(),
+            why: "only the caller knows its SLA; set one per request or per client",
+        },
+        DefaultEntry {
+            setting: "health_check_timeout",
+            value: d(HEALTH_CHECK_TIMEOUT),
+            why: "a node that cannot answer GET / in 5 s gets no user traffic yet",
+        },
+        DefaultEntry {
+            setting: "retry_after_cap",
+            value: d(RETRY_AFTER_CAP),
+            why: "one misconfigured proxy cannot park callers for an hour",
+        },
+        DefaultEntry {
+            setting: "pool_idle_timeout",
+            value: d(POOL_IDLE_TIMEOUT),
+            why: "close idle connections before load balancers do",
+        },
+        DefaultEntry {
+            setting: "pool_max_idle_per_node",
+            value: POOL_MAX_IDLE_PER_NODE.to_string(),
+            why: "enough keep-alive connections for busy applications",
+        },
+        DefaultEntry {
+            setting: "resurrect_initial",
+            value: d(r.initial),
+            why: "first retry of a dead node, before scaling by cluster health",
+        },
+        DefaultEntry {
+            setting: "resurrect_max",
+            value: d(r.max),
+            why: "cap of the exponential resurrection timeout",
+        },
+        DefaultEntry {
+            setting: "resurrect_factor_cutoff",
+            value: r.factor_cutoff.to_string(),
+            why: "the exponent stops growing after this many failures",
+        },
+        DefaultEntry {
+            setting: "resurrect_minimum",
+            value: d(r.minimum),
+            why: "floor: how aggressively a fully dead cluster is retried",
+        },
+        DefaultEntry {
+            setting: "resurrect_jitter_scale",
+            value: format!("{}", r.jitter_scale),
+            why: "spreads many clients' resurrection checks apart",
+        },
+        DefaultEntry {
+            setting: "server_cores",
+            value: crate::schedule::Capacity::DEFAULT_CORES.to_string(),
+            why: "capacity model when discovery has not reported allocated_processors",
+        },
+    ]
+}

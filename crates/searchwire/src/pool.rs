@@ -1,0 +1,440 @@
+//! The node pool: node states (alive, dead, viable), weighted round-robin selection, and
+//! the bookkeeping of failures that feeds the resurrection schedule.
+//!
+//! The hot path ([`Pool::select`]) takes no lock: the node list and the round-robin wheel
+//! live in one immutable [`Topology`] behind an `ArcSwap`, liveness is an atomic flag per
+//! node, and the cursor is an atomic counter. Locks are taken only on state transitions.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+use tokio::time::Instant;
+
+use crate::node::NodeAddr;
+use crate::schedule::{self, Capacity, ResurrectionConfig};
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it (the state we
+/// guard is always left consistent between statements).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}
+
+/// Mutable per-node health, changed only on transitions.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct NodeHealth {
+    /// Consecutive connectivity failures; reset only by a real success.
+    pub failures: u32,
+    pub dead_since: Option<Instant>,
+    /// When the resurrection check is due.
+    pub next_check: Option<Instant>,
+    /// Latched once the node answered (seeds start viable).
+    pub viable: bool,
+    /// The last connectivity failure, for snapshots and errors.
+    pub last_error: Option<String>,
+    /// The last auth rejection status (401/403) seen on this node, if the latest answer
+    /// was one; cleared by a success.
+    pub auth_rejected: Option<u16>,
+    /// A resurrection task is running for this node.
+    pub timer_running: bool,
+}
+
+/// One node of the pool.
+#[derive(Debug)]
+pub(crate) struct PoolNode {
+    pub addr: NodeAddr,
+    /// The node id reported by discovery (empty for seeds not yet discovered).
+    pub id: String,
+    #[allow(dead_code)] // used by discovery (next commit)
+    pub seed: bool,
+    alive: AtomicBool,
+    /// `os.allocated_processors` from discovery; 0 when unknown.
+    pub cores: AtomicU32,
+    health: Mutex<NodeHealth>,
+}
+
+impl PoolNode {
+    pub(crate) fn new(addr: NodeAddr, id: String, seed: bool, cores: u32) -> PoolNode {
+        PoolNode {
+            addr,
+            id,
+            seed,
+            alive: AtomicBool::new(seed),
+            cores: AtomicU32::new(cores),
+            health: Mutex::new(NodeHealth {
+                viable: seed,
+                ..NodeHealth::default()
+            }),
+        }
+    }
+
+    /// Whether user traffic may go to this node.
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn health(&self) -> NodeHealth {
+        lock(&self.health).clone()
+    }
+
+    pub(crate) fn health_mut(&self) -> MutexGuard<'_, NodeHealth> {
+        lock(&self.health)
+    }
+}
+
+/// The immutable node list plus the weighted round-robin wheel built from it.
+#[derive(Debug, Default)]
+pub(crate) struct Topology {
+    pub nodes: Vec<Arc<PoolNode>>,
+    /// Indices into `nodes`, each repeated by its weight and interleaved.
+    wheel: Vec<u32>,
+}
+
+impl Topology {
+    pub(crate) fn new(nodes: Vec<Arc<PoolNode>>) -> Topology {
+        let cores: Vec<u32> = nodes
+            .iter()
+            .map(|n| n.cores.load(Ordering::Relaxed))
+            .collect();
+        let wheel = weighted_wheel(&cores);
+        Topology { nodes, wheel }
+    }
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Per-node weights from their core counts divided by the greatest common divisor
+/// (8/16/24 cores → 1/2/3). Unknown core counts (0) weigh like the smallest known one;
+/// when nothing is known every node weighs 1. Weights are capped at 64 so a wheel stays
+/// small whatever the cluster reports.
+pub(crate) fn weights(cores: &[u32]) -> Vec<u32> {
+    let known: Vec<u32> = cores.iter().copied().filter(|&c| c > 0).collect();
+    let Some(&min) = known.iter().min() else {
+        return vec![1; cores.len()];
+    };
+    let filled: Vec<u32> = cores
+        .iter()
+        .map(|&c| if c == 0 { min } else { c })
+        .collect();
+    let g = filled.iter().copied().fold(0, gcd).max(1);
+    filled.iter().map(|&c| (c / g).clamp(1, 64)).collect()
+}
+
+/// An interleaved wheel: node i appears weight(i) times, spread out (smooth weighted
+/// round robin), so consecutive picks alternate nodes instead of bursting on one.
+fn weighted_wheel(cores: &[u32]) -> Vec<u32> {
+    let w = weights(cores);
+    let total: i64 = w.iter().map(|&x| i64::from(x)).sum();
+    let mut current = vec![0i64; w.len()];
+    let mut wheel = Vec::with_capacity(total as usize);
+    for _ in 0..total {
+        let mut best = 0;
+        for i in 0..w.len() {
+            current[i] += i64::from(w[i]);
+            if current[i] > current[best] {
+                best = i;
+            }
+        }
+        current[best] -= total;
+        wheel.push(best as u32);
+    }
+    wheel
+}
+
+/// A state change worth telling the world about.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Transition {
+    /// The node just went from alive to dead; a resurrection timer must be started.
+    Died,
+    /// A dead node failed again; its check was rescheduled.
+    StillDead,
+    /// The node just came back.
+    Revived,
+    /// Nothing changed.
+    None,
+}
+
+/// The node pool.
+pub(crate) struct Pool {
+    topology: ArcSwap<Topology>,
+    cursor: AtomicUsize,
+    pub(crate) resurrection: ResurrectionConfig,
+    /// Server cores configured by the user (overrides discovery); 0 = derive.
+    configured_cores: u32,
+    rng: Mutex<fastrand::Rng>,
+}
+
+impl Pool {
+    pub(crate) fn new(
+        nodes: Vec<Arc<PoolNode>>,
+        resurrection: ResurrectionConfig,
+        configured_cores: u32,
+        seed: u64,
+    ) -> Pool {
+        Pool {
+            topology: ArcSwap::from_pointee(Topology::new(nodes)),
+            cursor: AtomicUsize::new(0),
+            resurrection,
+            configured_cores,
+            rng: Mutex::new(fastrand::Rng::with_seed(seed)),
+        }
+    }
+
+    pub(crate) fn topology(&self) -> Arc<Topology> {
+        self.topology.load_full()
+    }
+
+    #[allow(dead_code)] // used by discovery (next commit)
+    pub(crate) fn replace(&self, t: Topology) {
+        self.topology.store(Arc::new(t));
+    }
+
+    /// The capacity model: configured cores, else the smallest `allocated_processors`
+    /// reported by discovery, else 8.
+    pub(crate) fn capacity(&self) -> Capacity {
+        if self.configured_cores > 0 {
+            return Capacity::from_cores(self.configured_cores);
+        }
+        let t = self.topology.load();
+        let min = t
+            .nodes
+            .iter()
+            .map(|n| n.cores.load(Ordering::Relaxed))
+            .filter(|&c| c > 0)
+            .min();
+        Capacity::from_cores(min.unwrap_or(Capacity::DEFAULT_CORES))
+    }
+
+    /// Whether `node` is still part of the pool (discovery may have removed it).
+    pub(crate) fn contains(&self, node: &PoolNode) -> bool {
+        self.topology
+            .load()
+            .nodes
+            .iter()
+            .any(|n| std::ptr::eq(Arc::as_ptr(n), node))
+    }
+
+    /// (live, total) over the current topology.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let t = self.topology.load();
+        let live = t.nodes.iter().filter(|n| n.is_alive()).count();
+        (live, t.nodes.len())
+    }
+
+    /// Picks a node for the next attempt. Prefers a live node not yet `tried` by this
+    /// request, then any live node, then — when every node is dead — the viable dead node
+    /// whose resurrection is due soonest, so a request is never refused only because every
+    /// node was once marked dead. Returns `None` only for an empty pool.
+    pub(crate) fn select(&self, tried: &[*const PoolNode]) -> Option<Arc<PoolNode>> {
+        let t = self.topology.load();
+        let len = t.wheel.len();
+        if len == 0 {
+            return None;
+        }
+        let start = self.cursor.fetch_add(1, Ordering::Relaxed);
+        let mut fallback: Option<&Arc<PoolNode>> = None;
+        for k in 0..len {
+            let idx = t.wheel[(start.wrapping_add(k)) % len] as usize;
+            let Some(n) = t.nodes.get(idx) else { continue };
+            if !n.is_alive() {
+                continue;
+            }
+            if !tried.contains(&Arc::as_ptr(n)) {
+                return Some(Arc::clone(n));
+            }
+            if fallback.is_none() {
+                fallback = Some(n);
+            }
+        }
+        if let Some(n) = fallback {
+            return Some(Arc::clone(n));
+        }
+        // Every node is dead: the viable one due soonest, preferring one not yet tried.
+        let mut best: Option<(bool, Option<Instant>, &Arc<PoolNode>)> = None;
+        for n in t.nodes.iter() {
+            let h = n.health();
+            if !h.viable {
+                continue;
+            }
+            let untried = !tried.contains(&Arc::as_ptr(n));
+            let key = (untried, h.next_check);
+            let better = match &best {
+                None => true,
+                Some((bu, bd, _)) => {
+                    (untried && !bu)
+                        || (untried == *bu
+                            && match (key.1, bd) {
+                                (Some(a), Some(b)) => a < *b,
+                                (None, Some(_)) => true,
+                                _ => false,
+                            })
+                }
+            };
+            if better {
+                best = Some((untried, h.next_check, n));
+            }
+        }
+        best.map(|(_, _, n)| Arc::clone(n))
+            .or_else(|| t.nodes.first().cloned())
+    }
+
+    /// Computes the next resurrection delay for a node with `failures` consecutive
+    /// failures, from the current live/dead counts and capacity, with jitter.
+    pub(crate) fn resurrection_delay(&self, failures: u32) -> Duration {
+        let (live, total) = self.counts();
+        let row = schedule::compute(
+            &self.resurrection,
+            &self.capacity(),
+            live,
+            total.saturating_sub(live),
+            failures,
+        );
+        schedule::timeout_with_jitter(&row, &mut lock(&self.rng))
+    }
+
+    /// Records a connectivity failure: marks the node dead (or keeps it dead) and
+    /// schedules its next resurrection check.
+    pub(crate) fn mark_failed(&self, node: &PoolNode, now: Instant, reason: &str) -> Transition {
+        let was_alive = node.alive.swap(false, Ordering::AcqRel);
+        let failures = {
+            let mut h = node.health_mut();
+            h.failures = h.failures.saturating_add(1);
+            if was_alive || h.dead_since.is_none() {
+                h.dead_since = Some(now);
+            }
+            h.last_error = Some(reason.to_string());
+            h.failures
+        };
+        // The delay reads live counts, so compute it after the flag flipped.
+        let delay = self.resurrection_delay(failures);
+        node.health_mut().next_check = Some(now + delay);
+        if was_alive {
+            let (live, total) = self.counts();
+            tracing::warn!(
+                node = %node.addr,
+                reason,
+                failures,
+                live,
+                total,
+                next_check_ms = delay.as_millis() as u64,
+                "node marked dead"
+            );
+            Transition::Died
+        } else {
+            tracing::debug!(node = %node.addr, reason, failures, next_check_ms = delay.as_millis() as u64, "dead node failed again");
+            Transition::StillDead
+        }
+    }
+
+    /// Records that the node answered: it is alive, viable, and its failures reset.
+    pub(crate) fn mark_answered(&self, node: &PoolNode, auth_rejected: Option<u16>) -> Transition {
+        let was_alive = node.alive.swap(true, Ordering::AcqRel);
+        let (failures, dead_for) = {
+            let mut h = node.health_mut();
+            let f = h.failures;
+            let since = h.dead_since.take();
+            h.failures = 0;
+            h.next_check = None;
+            h.viable = true;
+            h.last_error = None;
+            h.auth_rejected = auth_rejected;
+            (f, since)
+        };
+        if !was_alive {
+            tracing::info!(
+                node = %node.addr,
+                previous_failures = failures,
+                dead_for_ms = dead_for.map(|s| s.elapsed().as_millis() as u64).unwrap_or(0),
+                "node resurrected"
+            );
+            Transition::Revived
+        } else {
+            Transition::None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(port: u16, cores: u32) -> Arc<PoolNode> {
+        let addr = NodeAddr::from_parts("http", "127.0.0.1", port, "");
+        Arc::new(PoolNode::new(addr, String::new(), true, cores))
+    }
+
+    fn pool(nodes: Vec<Arc<PoolNode>>) -> Pool {
+        let cfg = ResurrectionConfig {
+            jitter_scale: 0.0,
+            ..ResurrectionConfig::default()
+        };
+        Pool::new(nodes, cfg, 0, 7)
+    }
+
+    #[test]
+    fn weights_divide_by_the_gcd() {
+        assert_eq!(weights(&[8, 16, 24]), vec![1, 2, 3]);
+        assert_eq!(weights(&[4, 4, 4]), vec![1, 1, 1]);
+        assert_eq!(weights(&[0, 0]), vec![1, 1]);
+        assert_eq!(weights(&[0, 8, 16]), vec![1, 1, 2]);
+        assert_eq!(weights(&[1, 1000]), vec![1, 64]);
+    }
+
+    #[test]
+    fn round_robin_follows_weights() {
+        let nodes = vec![node(1, 8), node(2, 16), node(3, 24)];
+        let p = pool(nodes.clone());
+        let mut counts = [0usize; 3];
+        for _ in 0..600 {
+            let n = p.select(&[]).unwrap();
+            counts[(n.addr.port() - 1) as usize] += 1;
+        }
+        assert_eq!(counts, [100, 200, 300]);
+    }
+
+    #[test]
+    fn selection_prefers_untried_live_nodes() {
+        let nodes = vec![node(1, 0), node(2, 0), node(3, 0)];
+        let p = pool(nodes.clone());
+        let first = p.select(&[]).unwrap();
+        for _ in 0..10 {
+            let second = p.select(&[Arc::as_ptr(&first)]).unwrap();
+            assert_ne!(second.addr, first.addr);
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dead_nodes_get_no_traffic_and_all_dead_picks_soonest_due() {
+        let nodes = vec![node(1, 0), node(2, 0), node(3, 0)];
+        let p = pool(nodes.clone());
+        let now = Instant::now();
+        assert_eq!(p.mark_failed(&nodes[0], now, "refused"), Transition::Died);
+        for _ in 0..30 {
+            assert_ne!(p.select(&[]).unwrap().addr.port(), 1);
+        }
+        // 2 live of 3 after the first failure: 5 s × 2/3 = 3.33 s.
+        let h = nodes[0].health();
+        assert_eq!(h.failures, 1);
+        let d = h.next_check.unwrap() - now;
+        assert_eq!(d.as_millis(), 3333);
+        p.mark_failed(&nodes[1], now, "refused");
+        p.mark_failed(&nodes[2], now, "refused");
+        // Everything dead: node 1 (3.3 s) is due before node 2 (1 live → 1.66 s?) — check
+        // the actual schedule: node 2 died with 1 live of 3 → 5 s × 1/3 = 1.67 s; node 3
+        // with 0 live → 0.5 s floor. Soonest is node 3.
+        assert_eq!(p.select(&[]).unwrap().addr.port(), 3);
+        assert_eq!(p.mark_answered(&nodes[2], None), Transition::Revived);
+        assert_eq!(p.select(&[]).unwrap().addr.port(), 3);
+        assert_eq!(nodes[2].health().failures, 0);
+    }
+}

@@ -1,0 +1,97 @@
+//! One resurrection timer per dead node, independent of discovery.
+//!
+//! When a node dies, a task sleeps until the node's scheduled check (see
+//! [`crate::schedule`]), then health-checks it: success brings it back and resets its
+//! failures; failure adds one and reschedules. The task holds only a weak reference to the
+//! client and a shutdown receiver, so it ends as soon as the client is dropped, and it
+//! stops when discovery removes the node or user traffic revived it first.
+
+use std::sync::{Arc, Weak};
+
+use tokio::time::Instant;
+
+use crate::client::Inner;
+use crate::health::{check_root, CheckResult};
+use crate::observe::NodeEvent;
+use crate::pool::{PoolNode, Transition};
+
+/// Starts the node's timer unless one is already running.
+pub(crate) fn ensure_timer(inner: &Arc<Inner>, node: &Arc<PoolNode>) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        // No runtime (a blocking caller): the node comes back when every node is dead
+        // and a request tries it.
+        return;
+    };
+    {
+        let mut h = node.health_mut();
+        if h.timer_running {
+            return;
+        }
+        h.timer_running = true;
+    }
+    let weak = Arc::downgrade(inner);
+    let shutdown = inner.shutdown.subscribe();
+    let node = Arc::clone(node);
+    handle.spawn(run(weak, node, shutdown));
+}
+
+async fn run(
+    weak: Weak<Inner>,
+    node: Arc<PoolNode>,
+    mut shutdown: tokio::sync::watch::Receiver<()>,
+) {
+    loop {
+        let due = node.health().next_check;
+        if let Some(due) = due {
+            tokio::select! {
+                _ = tokio::time::sleep_until(due) => {}
+                _ = shutdown.changed() => break,
+            }
+        }
+        let Some(inner) = weak.upgrade() else { break };
+        if !inner.pool.contains(&node) {
+            break;
+        }
+        if node.is_alive() {
+            if finish(&node) {
+                break;
+            }
+            continue;
+        }
+        match check_root(&inner, &node).await {
+            CheckResult::Healthy(_) => revive(&inner, &node, None),
+            CheckResult::AuthRejected(s) => revive(&inner, &node, Some(s)),
+            CheckResult::Unhealthy(reason) | CheckResult::Unreachable(reason) => {
+                inner.pool.mark_failed(&node, Instant::now(), &reason);
+            }
+        }
+        drop(inner);
+        if node.is_alive() && finish(&node) {
+            break;
+        }
+    }
+    node.health_mut().timer_running = false;
+}
+
+/// Ends the timer unless the node died again meanwhile (then the loop goes on, so a node
+/// never ends up dead without a timer).
+fn finish(node: &PoolNode) -> bool {
+    let mut h = node.health_mut();
+    if node.is_alive() {
+        h.timer_running = false;
+        true
+    } else {
+        false
+    }
+}
+
+fn revive(inner: &Inner, node: &PoolNode, auth: Option<u16>) {
+    if inner.pool.mark_answered(node, auth) == Transition::Revived {
+        inner.observer.node_transition(&NodeEvent {
+            node: node.addr.as_str(),
+            alive: true,
+            failures: 0,
+            reason: "health check succeeded",
+        });
+    }
+}
