@@ -65,7 +65,16 @@ public final class NodeLauncher {
 
         final List<Class<? extends Plugin>> plugins = List.of(Netty4Plugin.class, CommonAnalysisPlugin.class);
         final long t0 = System.nanoTime();
-        final Node node = new HarnessNode(env, plugins);
+        final Node node;
+        try {
+            node = new HarnessNode(env, plugins);
+        } catch (Throwable t) {
+            log.error("searchwire harness: node construction failed", t);
+            t.printStackTrace();
+            LogManager.shutdown();
+            System.exit(1);
+            return;
+        }
         final CountDownLatch stopped = new CountDownLatch(1);
 
         Runtime.getRuntime().addShutdownHook(new Thread(() -> {
@@ -81,7 +90,13 @@ public final class NodeLauncher {
             }
         }, "searchwire-shutdown"));
 
-        node.start();
+        try {
+            node.start();
+        } catch (Throwable t) {
+            // exit rather than linger with half-started (non-daemon) threads; the hook closes the node
+            log.error("searchwire harness: node start failed", t);
+            System.exit(1);
+        }
         log.info("searchwire harness: node started in {} ms", TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - t0));
         stopped.await(); // keep-alive: node threads may all be daemons
     }
