@@ -61,6 +61,8 @@ pub(crate) struct Inner {
     pub(crate) next_request_id: AtomicU64,
     pub(crate) resurrection_timers: bool,
     pub(crate) health_timeout: Duration,
+    /// Discovery settings and state (the background task holds only a `Weak<Inner>`).
+    pub(crate) discovery: crate::discovery::Discovery,
     /// Dropped with the client: wakes and ends every background task.
     pub(crate) shutdown: tokio::sync::watch::Sender<()>,
     /// Wall clock, for `Retry-After` HTTP-dates; injectable in tests.
@@ -133,12 +135,13 @@ impl Client {
         connector: Arc<dyn Connector>,
     ) -> Client {
         let seed = b.seed.unwrap_or_else(|| fastrand::u64(..));
+        let discovery = crate::discovery::Discovery::new(b.discovery, addrs.clone());
         let nodes = addrs
             .into_iter()
             .map(|a| Arc::new(PoolNode::new(a, String::new(), true, 0)))
             .collect();
         let pool = Pool::new(nodes, b.resurrection, b.server_cores, seed.wrapping_add(1));
-        Client {
+        let client = Client {
             inner: Arc::new(Inner {
                 pool,
                 connector,
@@ -152,10 +155,14 @@ impl Client {
                 next_request_id: AtomicU64::new(1),
                 resurrection_timers: b.resurrection_timers,
                 health_timeout: b.health_timeout,
+                discovery,
                 wall_clock: system_now,
                 shutdown: tokio::sync::watch::channel(()).0,
             }),
-        }
+        };
+        // Outside a runtime this is a no-op; the first request starts it then.
+        crate::discovery::ensure_started(&client.inner);
+        client
     }
 
     /// Sends a request: picks a node, sends, classifies the outcome, and retries on another
@@ -166,6 +173,7 @@ impl Client {
     /// Dropping the returned future cancels the request; that never marks a node dead.
     pub async fn send(&self, request: Request) -> Result<Response, Error> {
         request.validate()?;
+        crate::discovery::ensure_started(&self.inner);
         let id = self.inner.next_request_id.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!(
             "searchwire.request",
@@ -217,7 +225,7 @@ impl Client {
                 let h = n.health();
                 NodeSnapshot {
                     url: n.addr.to_string(),
-                    id: n.id.clone(),
+                    id: n.id(),
                     alive: n.is_alive(),
                     failures: h.failures,
                     dead_for: h.dead_since.map(|s| now.saturating_duration_since(s)),
@@ -231,6 +239,16 @@ impl Client {
                 }
             })
             .collect()
+    }
+
+    /// Discovers the cluster's nodes now (`GET /_nodes/http,os` to a live node, trying
+    /// the nodes in turn until one answers) and merges them into the pool, whatever the
+    /// discovery settings. Returns once the new nodes have had their first health check:
+    /// those that answered receive traffic, the others get it once they answer.
+    ///
+    /// A failed, partial or empty reply leaves the pool unchanged and is an error.
+    pub async fn discover_now(&self) -> Result<crate::DiscoveryReport, Error> {
+        crate::discovery::discover(&self.inner).await
     }
 }
 
@@ -485,6 +503,7 @@ impl Inner {
                 if self.resurrection_timers {
                     crate::resurrect::ensure_timer(self, node);
                 }
+                crate::discovery::node_died(self);
             }
         } else if result.kind.node_answered() {
             let auth = result

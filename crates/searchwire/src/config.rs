@@ -59,6 +59,7 @@ pub struct ClientBuilder {
     pub(crate) observer: Option<Arc<dyn Observer>>,
     pub(crate) resurrection_timers: bool,
     pub(crate) health_timeout: Duration,
+    pub(crate) discovery: crate::discovery::DiscoveryConfig,
 }
 
 impl Default for ClientBuilder {
@@ -83,6 +84,7 @@ impl Default for ClientBuilder {
             observer: None,
             resurrection_timers: true,
             health_timeout: defaults::HEALTH_CHECK_TIMEOUT,
+            discovery: crate::discovery::DiscoveryConfig::default(),
         }
     }
 }
@@ -278,6 +280,39 @@ impl ClientBuilder {
         self
     }
 
+    /// Discovers the cluster's nodes (`GET /_nodes/http,os`) once, right after the client
+    /// is built (default: no). Discovery adds the nodes the cluster reports, removes the
+    /// ones it no longer reports (never the seeds given with [`node`](Self::node)), skips
+    /// dedicated cluster-manager nodes, and weights nodes by their allocated processors.
+    /// Off by default because behind a load balancer, a proxy or a container network the
+    /// addresses nodes publish are often not reachable from the client.
+    pub fn discover_on_start(mut self, yes: bool) -> ClientBuilder {
+        self.discovery.on_start = yes;
+        self
+    }
+
+    /// Re-discovers the cluster's nodes every `interval` (default: never). See
+    /// [`discover_on_start`](Self::discover_on_start).
+    pub fn discover_interval(mut self, interval: Duration) -> ClientBuilder {
+        self.discovery.interval = Some(interval);
+        self
+    }
+
+    /// Timeout of one discovery request (default 5 s); discovery tries the next node when
+    /// one does not answer in time.
+    pub fn discovery_timeout(mut self, timeout: Duration) -> ClientBuilder {
+        self.discovery.timeout = timeout;
+        self
+    }
+
+    /// Re-discovers the cluster when a node is marked dead, at most once every 10 s
+    /// (default: no), so a cluster that replaced a node is followed without waiting for the
+    /// next [`discover_interval`](Self::discover_interval).
+    pub fn rediscover_on_failure(mut self, yes: bool) -> ClientBuilder {
+        self.discovery.on_failure = yes;
+        self
+    }
+
     /// Validates the configuration and builds the client.
     pub fn build(self) -> Result<Client, Error> {
         let env = if self.read_env {
@@ -340,6 +375,14 @@ impl ClientBuilder {
         }
         if self.deadline.is_some_and(|d| d.is_zero()) {
             return Err(Error::config("deadline must be positive"));
+        }
+        if self.discovery.interval.is_some_and(|d| d.is_zero()) {
+            return Err(Error::config(
+                "discover_interval must be positive; leave it unset to disable periodic discovery",
+            ));
+        }
+        if self.discovery.timeout.is_zero() {
+            return Err(Error::config("discovery_timeout must be positive"));
         }
         self.resurrection
             .validate()

@@ -156,7 +156,6 @@ impl NodeAddr {
     }
 
     /// Builds an address from parts (used by discovery, which keeps the seed's scheme).
-    #[allow(dead_code)] // used by discovery (next commit)
     pub(crate) fn from_parts(scheme: &str, host: &str, port: u16, prefix: &str) -> NodeAddr {
         let display = format!("{scheme}://{host}:{port}{prefix}");
         NodeAddr {

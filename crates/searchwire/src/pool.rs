@@ -47,9 +47,10 @@ pub(crate) struct NodeHealth {
 #[derive(Debug)]
 pub(crate) struct PoolNode {
     pub addr: NodeAddr,
-    /// The node id reported by discovery (empty for seeds not yet discovered).
-    pub id: String,
-    #[allow(dead_code)] // used by discovery (next commit)
+    /// The node id reported by discovery (empty for seeds not yet discovered); a seed
+    /// learns its id from the first discovery that reports it.
+    id: Mutex<String>,
+    /// Configured by the user: discovery never removes it.
     pub seed: bool,
     alive: AtomicBool,
     /// `os.allocated_processors` from discovery; 0 when unknown.
@@ -61,7 +62,7 @@ impl PoolNode {
     pub(crate) fn new(addr: NodeAddr, id: String, seed: bool, cores: u32) -> PoolNode {
         PoolNode {
             addr,
-            id,
+            id: Mutex::new(id),
             seed,
             alive: AtomicBool::new(seed),
             cores: AtomicU32::new(cores),
@@ -70,6 +71,20 @@ impl PoolNode {
                 ..NodeHealth::default()
             }),
         }
+    }
+
+    /// A node discovery just found: not alive and not viable, so it gets no user traffic
+    /// (not even as a last resort) until it has answered once.
+    pub(crate) fn discovered(addr: NodeAddr, id: String, seed: bool, cores: u32) -> PoolNode {
+        let node = PoolNode::new(addr, id, seed, cores);
+        node.alive.store(false, Ordering::Release);
+        node.health_mut().viable = false;
+        node
+    }
+
+    /// The node id reported by discovery (empty when not known yet).
+    pub(crate) fn id(&self) -> String {
+        lock(&self.id).clone()
     }
 
     /// Whether user traffic may go to this node.
@@ -194,7 +209,6 @@ impl Pool {
         self.topology.load_full()
     }
 
-    #[allow(dead_code)] // used by discovery (next commit)
     pub(crate) fn replace(&self, t: Topology) {
         self.topology.store(Arc::new(t));
     }
@@ -350,7 +364,11 @@ impl Pool {
             h.auth_rejected = auth_rejected;
             (f, since)
         };
-        if !was_alive {
+        if !was_alive && dead_for.is_none() && failures == 0 {
+            // Never dead, never alive: a node discovery added, answering for the first time.
+            tracing::info!(node = %node.addr, "discovered node answered; it now receives traffic");
+            Transition::Revived
+        } else if !was_alive {
             tracing::info!(
                 node = %node.addr,
                 previous_failures = failures,
@@ -361,6 +379,100 @@ impl Pool {
         } else {
             Transition::None
         }
+    }
+}
+
+/// A node as discovery reported it, ready to be merged into the pool.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Member {
+    pub addr: NodeAddr,
+    pub id: String,
+    /// `os.allocated_processors`; 0 when not reported (the node keeps what it had).
+    pub cores: u32,
+}
+
+/// What [`Pool::merge`] changed.
+#[derive(Debug, Default)]
+pub(crate) struct MergeOutcome {
+    /// Nodes that entered the pool: not alive until they answer a health check.
+    pub added: Vec<Arc<PoolNode>>,
+    /// Nodes that left the pool (their resurrection timers end on their next wake-up).
+    pub removed: Vec<Arc<PoolNode>>,
+}
+
+impl Pool {
+    /// Replaces the node list with what discovery reported, keeping every node's state
+    /// where it is the same node:
+    ///
+    /// - a node whose URL is reported with the same id (or with its first id, for a seed
+    ///   not discovered yet) stays — the same `Arc`, health and timer — and takes the
+    ///   reported core count;
+    /// - a URL reported with a different id is a different node: a fresh one replaces it;
+    /// - a seed not reported stays (it may be a load balancer, or the cluster may be
+    ///   partitioned), unless it is in `excluded` (reported, but not to be routed to);
+    /// - every other node not reported leaves;
+    /// - reported URLs not in the pool are added, not alive and not viable, so they get no
+    ///   traffic until they have answered.
+    ///
+    /// Kept nodes stay in order, added ones follow in reported order, and the round-robin
+    /// wheel is rebuilt from the (possibly updated) core counts. Callers serialize merges.
+    pub(crate) fn merge(
+        &self,
+        reported: &[Member],
+        seeds: &[NodeAddr],
+        excluded: &[NodeAddr],
+    ) -> MergeOutcome {
+        let current = self.topology();
+        let mut out = MergeOutcome::default();
+        let mut next: Vec<Arc<PoolNode>> = Vec::with_capacity(reported.len() + seeds.len());
+        let mut matched = vec![false; reported.len()];
+        for node in &current.nodes {
+            let Some(i) = reported.iter().position(|m| m.addr == node.addr) else {
+                if node.seed && !excluded.contains(&node.addr) {
+                    next.push(Arc::clone(node));
+                } else {
+                    out.removed.push(Arc::clone(node));
+                }
+                continue;
+            };
+            matched[i] = true;
+            let m = &reported[i];
+            let same = {
+                let mut id = lock(&node.id);
+                if id.is_empty() {
+                    id.clone_from(&m.id);
+                }
+                *id == m.id
+            };
+            if same {
+                if m.cores > 0 {
+                    node.cores.store(m.cores, Ordering::Relaxed);
+                }
+                next.push(Arc::clone(node));
+            } else {
+                let fresh = Arc::new(PoolNode::discovered(
+                    m.addr.clone(),
+                    m.id.clone(),
+                    node.seed,
+                    m.cores,
+                ));
+                out.removed.push(Arc::clone(node));
+                out.added.push(Arc::clone(&fresh));
+                next.push(fresh);
+            }
+        }
+        for (m, _) in reported.iter().zip(matched).filter(|(_, done)| !done) {
+            let fresh = Arc::new(PoolNode::discovered(
+                m.addr.clone(),
+                m.id.clone(),
+                seeds.contains(&m.addr),
+                m.cores,
+            ));
+            out.added.push(Arc::clone(&fresh));
+            next.push(fresh);
+        }
+        self.replace(Topology::new(next));
+        out
     }
 }
 
