@@ -1,1 +1,136 @@
-fn main() {}
+//! `searchwire`: the command-line client.
+//!
+//! - `searchwire request METHOD PATH --url ...` sends a request (or a load of them with
+//!   `--repeat`/`--for`) through one `searchwire::Client`, with the client's retries,
+//!   deadlines and failover, and reports what happened on every attempt.
+//! - `searchwire explain resurrection|defaults` prints the dead-node resurrection schedule
+//!   and the defaults table from the library's own code.
+//!
+//! The output formats and exit codes are a contract (scripts and the README rely on them);
+//! see `searchwire request --help`.
+#![forbid(unsafe_code)]
+
+mod args;
+mod exit;
+mod explain;
+mod load;
+mod output;
+mod request;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser};
+use tracing_subscriber::EnvFilter;
+
+use crate::args::{Cli, Command, ExplainCommand, RequestArgs, PASSWORD_ENV};
+use crate::request::Auth;
+
+/// Worker threads of the runtime: a CLI needs few, and two let the client's background
+/// tasks (resurrection timers) run beside the requests.
+const WORKER_THREADS: usize = 2;
+
+fn main() -> ExitCode {
+    // Usage errors exit with clap's code 2, help/version with 0.
+    let cli = Cli::parse();
+    init_tracing(cli.verbose);
+    let code = match cli.command {
+        Command::Explain(ExplainCommand::Resurrection(a)) => match explain::Plan::from_args(&a) {
+            Ok(plan) => {
+                output::stdout(explain::render_resurrection(&plan, a.format).as_bytes());
+                exit::SUCCESS
+            }
+            Err(e) => usage_error(&["explain", "resurrection"], e),
+        },
+        Command::Explain(ExplainCommand::Defaults) => {
+            output::stdout(explain::render_defaults().as_bytes());
+            exit::SUCCESS
+        }
+        Command::Request(a) => run_request(*a),
+    };
+    ExitCode::from(code)
+}
+
+fn run_request(a: RequestArgs) -> u8 {
+    let auth = resolve_auth(&a);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(WORKER_THREADS)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            output::error_message(format!("cannot start the async runtime: {e}"));
+            return exit::HTTP_ERROR;
+        }
+    };
+    runtime.block_on(request::run(a, auth))
+}
+
+/// `--user` needs a password, from `--password` or `SEARCHWIRE_PASSWORD`; without one it is
+/// a usage error (exit 2). The password is never printed.
+fn resolve_auth(a: &RequestArgs) -> Auth {
+    if let Some(token) = &a.bearer {
+        return Auth::Bearer(token.clone());
+    }
+    let Some(user) = &a.user else {
+        return Auth::None;
+    };
+    let password = match &a.password {
+        Some(p) => p.clone(),
+        None => match std::env::var(PASSWORD_ENV) {
+            Ok(p) => p,
+            Err(std::env::VarError::NotPresent) => usage_error(
+                &["request"],
+                format!("--user needs a password: pass --password or set {PASSWORD_ENV}"),
+            ),
+            Err(std::env::VarError::NotUnicode(_)) => usage_error(
+                &["request"],
+                format!("the environment variable {PASSWORD_ENV} is not valid UTF-8"),
+            ),
+        },
+    };
+    Auth::Basic {
+        user: user.clone(),
+        password,
+    }
+}
+
+/// Prints a clap-style usage error for the (sub)command at `path` and exits with code 2.
+fn usage_error(path: &[&str], message: impl std::fmt::Display) -> ! {
+    let mut cmd = Cli::command();
+    cmd.build();
+    for name in path {
+        match cmd.find_subcommand(name).cloned() {
+            Some(sub) => cmd = sub,
+            None => break,
+        }
+    }
+    cmd.error(clap::error::ErrorKind::ValueValidation, message)
+        .exit()
+}
+
+/// Logs to stderr: `-v` info, `-vv` debug, `-vvv` trace; without `-v`, `RUST_LOG` if set;
+/// otherwise warnings only.
+fn init_tracing(verbose: u8) {
+    let level = match verbose {
+        0 => "warn",
+        1 => "info",
+        2 => "debug",
+        _ => "trace",
+    };
+    let filter = match std::env::var(EnvFilter::DEFAULT_ENV) {
+        Ok(spec) if verbose == 0 && !spec.trim().is_empty() => EnvFilter::try_new(&spec)
+            .unwrap_or_else(|e| {
+                output::error_message(format!("ignoring invalid RUST_LOG {spec:?}: {e}"));
+                EnvFilter::new(level)
+            }),
+        _ => EnvFilter::new(level),
+    };
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_target(true)
+        .init();
+}

@@ -1,0 +1,418 @@
+//! The command line, as clap types. Every default printed in `--help` is read from
+//! `searchwire::defaults` (or the backoff / resurrection defaults), never written here as a
+//! literal, so the help cannot drift from what the library does.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use searchwire::backoff::{DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_LINEAR_CAP};
+use searchwire::duration::{format_duration, parse_duration};
+use searchwire::schedule::{Capacity, ResurrectionConfig};
+use searchwire::{defaults, Backoff};
+
+/// The environment variable `--password` falls back to.
+pub const PASSWORD_ENV: &str = "SEARCHWIRE_PASSWORD";
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "searchwire",
+    version,
+    about = "A resilient command-line client for OpenSearch and Elasticsearch clusters",
+    after_help = "Exit codes: 0 success, 1 final HTTP error response, 2 usage or configuration \
+                  error, 3 deadline exceeded, 4 no node reachable, 5 credentials rejected.\n\
+                  Logs go to stderr: -v (info), -vv (debug), -vvv (trace), or RUST_LOG=... when \
+                  no -v is given; the default shows warnings only."
+)]
+pub struct Cli {
+    /// More logging on stderr: -v info, -vv debug, -vvv trace. Without -v, RUST_LOG (an
+    /// env-filter directive such as searchwire=debug) applies; the default is warnings only.
+    #[arg(short, long, action = ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Send one request (or a load of them) through a searchwire client.
+    #[command(after_help = REQUEST_AFTER_HELP)]
+    Request(Box<RequestArgs>),
+    /// Show how searchwire computes its schedules and defaults.
+    #[command(subcommand)]
+    Explain(ExplainCommand),
+}
+
+const REQUEST_AFTER_HELP: &str = "\
+Output: the response body on stdout (with --json, an envelope {status,node,attempts,body}). \
+On failure the error goes to stderr as \"searchwire: <message>\", and the body of the final \
+HTTP response, if there was one, to stdout.
+With --repeat/--for: one JSON summary on stdout; the exit code is 0 only if every request \
+succeeded, otherwise the code of the first request to fail (in completion order).
+Exit codes: 0 success, 1 final HTTP error response, 2 usage or configuration error, \
+3 deadline exceeded, 4 no node reachable, 5 credentials rejected.";
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("load").args(["repeat", "for_"]).multiple(false))]
+pub struct RequestArgs {
+    // HTTP method: GET, POST, PUT, DELETE, HEAD, ... (case-insensitive).
+    #[arg(value_name = "METHOD", value_parser = parse_method, help = "HTTP method: GET, POST, PUT, DELETE, HEAD, ... (case-insensitive)")]
+    pub method: http::Method,
+
+    #[arg(
+        value_name = "PATH",
+        help = "Path with optional query string, e.g. /logs/_search?size=1"
+    )]
+    pub path: String,
+
+    #[arg(
+        long = "url",
+        value_name = "URL[,URL...]",
+        required = true,
+        value_delimiter = ',',
+        action = ArgAction::Append,
+        help = "Node URLs, comma-separated; may be repeated (http(s)://[user:pass@]host[:port])"
+    )]
+    pub urls: Vec<String>,
+
+    #[arg(
+        long,
+        value_name = "JSON|@FILE",
+        help = "Request body: literal text, @FILE to read a file, @- for stdin. Sent as \
+                application/json (application/x-ndjson for _bulk and _msearch)"
+    )]
+    pub data: Option<String>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_arg, help = timeout_help())]
+    pub timeout: Option<Duration>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = deadline_help())]
+    pub deadline: Option<Duration>,
+
+    #[arg(long, value_name = "N", help = max_retries_help())]
+    pub max_retries: Option<u32>,
+
+    #[arg(long, value_name = "STATUS[,STATUS...]", value_parser = parse_status_list, help = retry_on_status_help())]
+    pub retry_on_status: Option<StatusList>,
+
+    #[arg(long, value_name = "SPEC", value_parser = Backoff::parse, help = backoff_help())]
+    pub backoff: Option<Backoff>,
+
+    #[arg(
+        long,
+        value_name = "U",
+        conflicts_with = "bearer",
+        help = "Basic-auth user; needs --password (or SEARCHWIRE_PASSWORD)"
+    )]
+    pub user: Option<String>,
+
+    #[arg(
+        long,
+        value_name = "P",
+        requires = "user",
+        help = "Basic-auth password; falls back to the environment variable \
+                SEARCHWIRE_PASSWORD (safer: not visible in the process list). Never printed"
+    )]
+    pub password: Option<String>,
+
+    #[arg(long, value_name = "TOKEN", help = "Send Authorization: Bearer TOKEN")]
+    pub bearer: Option<String>,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        help = "Trust the CA certificate(s) in this PEM file (in addition to the system roots)"
+    )]
+    pub ca_cert: Option<PathBuf>,
+
+    #[arg(
+        long,
+        value_name = "N",
+        value_parser = clap::value_parser!(u64).range(1..),
+        help = "Send N requests and print a JSON summary instead of a body"
+    )]
+    pub repeat: Option<u64>,
+
+    #[arg(
+        long = "for",
+        id = "for_",
+        value_name = "DUR",
+        value_parser = parse_positive_duration,
+        help = "Keep starting requests until DUR has passed, then print a JSON summary"
+    )]
+    pub for_: Option<Duration>,
+
+    #[arg(
+        long,
+        value_name = "C",
+        requires = "load",
+        value_parser = clap::value_parser!(u32).range(1..),
+        help = "With --repeat/--for: requests in flight at once [default: 1]"
+    )]
+    pub concurrency: Option<u32>,
+
+    #[arg(
+        long,
+        value_name = "PER_SEC",
+        requires = "load",
+        value_parser = parse_rate,
+        help = "With --repeat/--for: start at most PER_SEC requests per second overall \
+                [default: unlimited]"
+    )]
+    pub rate: Option<f64>,
+
+    #[arg(
+        long,
+        help = "Write one JSON line per attempt to stderr: \
+                {request,attempt,node,outcome,status,elapsed_ms,backoff_ms}"
+    )]
+    pub trace_attempts: bool,
+
+    #[arg(
+        long,
+        help = "Print {\"status\",\"node\",\"attempts\",\"body\"} instead of the bare body"
+    )]
+    pub json: bool,
+}
+
+/// `--retry-on-status`: a list of statuses, or `none` to retry no status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StatusList(pub Vec<u16>);
+
+#[derive(Debug, Subcommand)]
+pub enum ExplainCommand {
+    /// The dead-node resurrection timeout for each live count (and failure count).
+    Resurrection(ResurrectionArgs),
+    /// Every default of the client, with the reason it is what it is.
+    Defaults,
+}
+
+#[derive(Debug, Args)]
+pub struct ResurrectionArgs {
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = total_help())]
+    pub total: Option<u64>,
+
+    #[arg(
+        long,
+        value_name = "L[,L...]",
+        value_delimiter = ',',
+        help = "Live node counts, each below --total [default: every count 0..total-1]"
+    )]
+    pub live: Vec<u64>,
+
+    #[arg(long, value_name = "F[,F...]", value_delimiter = ',', value_parser = clap::value_parser!(u32).range(1..), help = failures_help())]
+    pub failures: Vec<u32>,
+
+    #[arg(long, value_name = "C", value_parser = clap::value_parser!(u32).range(1..), help = cores_help())]
+    pub cores: Option<u32>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_arg, help = initial_help())]
+    pub initial: Option<Duration>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_arg, help = max_help())]
+    pub max: Option<Duration>,
+
+    #[arg(long, value_name = "N", help = cutoff_help())]
+    pub cutoff: Option<u32>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_arg, help = minimum_help())]
+    pub minimum: Option<Duration>,
+
+    #[arg(long, value_enum, default_value_t = Format::Table, help = "Output format")]
+    pub format: Format,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Csv,
+    Json,
+}
+
+// ---- value parsers -------------------------------------------------------------------------
+
+fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    let d = parse_duration_arg(s)?;
+    if d.is_zero() {
+        return Err(format!(
+            "{s:?} is zero; give a positive duration such as 5s"
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_method(s: &str) -> Result<http::Method, String> {
+    http::Method::from_bytes(s.to_ascii_uppercase().as_bytes())
+        .map_err(|_| format!("{s:?} is not an HTTP method (GET, POST, PUT, DELETE, HEAD, ...)"))
+}
+
+fn parse_status_list(s: &str) -> Result<StatusList, String> {
+    let t = s.trim();
+    if t.is_empty() || t.eq_ignore_ascii_case("none") {
+        return Ok(StatusList(Vec::new()));
+    }
+    t.split(',')
+        .map(|part| {
+            let p = part.trim();
+            match p.parse::<u16>() {
+                Ok(code) if (400..=599).contains(&code) => Ok(code),
+                _ => Err(format!(
+                    "{p:?} is not a 4xx or 5xx HTTP status; give e.g. 502,503 or none"
+                )),
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map(StatusList)
+}
+
+/// Slowest accepted `--rate`: one request per 1000 s (keeps the pacing period finite).
+const MIN_RATE: f64 = 0.001;
+/// Fastest accepted `--rate`: the pacing period stays at least a nanosecond.
+const MAX_RATE: f64 = 1e9;
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(r) if (MIN_RATE..=MAX_RATE).contains(&r) => Ok(r),
+        _ => Err(format!(
+            "{s:?} is not a rate from {MIN_RATE} to {MAX_RATE:e} requests per second"
+        )),
+    }
+}
+
+// ---- help texts with defaults taken from the library ----------------------------------------
+
+fn timeout_help() -> String {
+    format!(
+        "Per-attempt timeout (each retry gets a fresh one); 0 disables it [default: {}, or \
+         the {} environment variable]",
+        format_duration(defaults::ATTEMPT_TIMEOUT),
+        defaults::REQUEST_TIMEOUT_ENV
+    )
+}
+
+fn deadline_help() -> String {
+    "Overall time budget of each request, across every attempt and backoff, e.g. 10s \
+     [default: none]"
+        .to_string()
+}
+
+fn max_retries_help() -> String {
+    format!(
+        "Retries after the first attempt; 0 disables retries [default: {}]",
+        defaults::MAX_RETRIES
+    )
+}
+
+fn retry_on_status_help() -> String {
+    let list: Vec<String> = defaults::RETRY_ON_STATUS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    format!(
+        "HTTP statuses to retry, comma-separated, or none [default: {}]",
+        list.join(",")
+    )
+}
+
+fn backoff_help() -> String {
+    format!(
+        "Delay between retries: exp:BASE:CAP (full jitter), const:DUR, linear:STEP (capped \
+         at {}) or none [default: exp:{}:{}]",
+        format_duration(DEFAULT_LINEAR_CAP),
+        format_duration(DEFAULT_BACKOFF_BASE),
+        format_duration(DEFAULT_BACKOFF_CAP)
+    )
+}
+
+/// `--total` when not given.
+pub const DEFAULT_TOTAL: u64 = 150;
+
+fn total_help() -> String {
+    format!("Nodes in the cluster [default: {DEFAULT_TOTAL}]")
+}
+
+fn failures_help() -> String {
+    let c = ResurrectionConfig::default();
+    format!(
+        "Consecutive failures of the dead node; several give the failure progression \
+         [default: cutoff+1 = {}, where the base timeout is saturated]",
+        c.factor_cutoff.saturating_add(1)
+    )
+}
+
+fn cores_help() -> String {
+    format!(
+        "CPU cores per server for the capacity model [default: {}]",
+        Capacity::DEFAULT_CORES
+    )
+}
+
+fn initial_help() -> String {
+    format!(
+        "Base timeout after the first failure [default: {}]",
+        format_duration(ResurrectionConfig::default().initial)
+    )
+}
+
+fn max_help() -> String {
+    format!(
+        "Cap of the base timeout and of the rate limit [default: {}]",
+        format_duration(ResurrectionConfig::default().max)
+    )
+}
+
+fn cutoff_help() -> String {
+    format!(
+        "Largest exponent of the base timeout: initial × 2^min(failures−1, cutoff) \
+         [default: {}]",
+        ResurrectionConfig::default().factor_cutoff
+    )
+}
+
+fn minimum_help() -> String {
+    format!(
+        "Floor of the timeout before jitter [default: {}]",
+        format_duration(ResurrectionConfig::default().minimum)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn command_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn status_lists() {
+        assert_eq!(parse_status_list("none"), Ok(StatusList(vec![])));
+        assert_eq!(
+            parse_status_list("502, 503"),
+            Ok(StatusList(vec![502, 503]))
+        );
+        assert!(parse_status_list("200").is_err());
+        assert!(parse_status_list("abc").is_err());
+    }
+
+    #[test]
+    fn rates_must_be_positive_and_finite() {
+        assert_eq!(parse_rate("2.5"), Ok(2.5));
+        for bad in ["0", "-1", "NaN", "inf", "x"] {
+            assert!(parse_rate(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn methods_are_case_insensitive() {
+        assert_eq!(parse_method("get"), Ok(http::Method::GET));
+        assert!(parse_method("G ET").is_err());
+    }
+}

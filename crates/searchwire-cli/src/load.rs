@@ -1,0 +1,270 @@
+//! `--repeat N` / `--for DUR`: many requests through ONE client (so node state — dead nodes,
+//! resurrection timers, round-robin position — carries from request to request), `C` at a
+//! time, optionally paced by a shared ticker, summarized as one JSON object.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use searchwire::{Client, Request};
+use serde::Serialize;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+
+use crate::exit;
+use crate::output;
+
+/// When to stop starting requests.
+#[derive(Clone, Copy, Debug)]
+pub enum Stop {
+    /// After this many requests.
+    Count(u64),
+    /// Once this much time has passed since the start (requests in flight then complete).
+    For(Duration),
+}
+
+/// A load to run.
+#[derive(Clone, Copy, Debug)]
+pub struct LoadSpec {
+    pub stop: Stop,
+    /// Requests in flight at once (at least 1).
+    pub concurrency: u32,
+    /// At most this many request starts per second, overall.
+    pub rate: Option<f64>,
+    /// Write `--trace-attempts` lines.
+    pub trace: bool,
+}
+
+/// The JSON summary printed at the end.
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub requests: u64,
+    pub ok: u64,
+    pub failed: u64,
+    pub attempts: u64,
+    pub retries: u64,
+    pub latency_ms: Latency,
+    pub errors: BTreeMap<&'static str, u64>,
+}
+
+/// Nearest-rank percentiles over all requests, in milliseconds (null with no requests).
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Latency {
+    pub p50: Option<f64>,
+    pub p99: Option<f64>,
+    pub max: Option<f64>,
+}
+
+#[derive(Default)]
+struct Stats {
+    latencies: Vec<Duration>,
+    ok: u64,
+    failed: u64,
+    attempts: u64,
+    errors: BTreeMap<&'static str, u64>,
+    /// Exit code of the first request to fail, in completion order.
+    first_failure: Option<u8>,
+}
+
+/// Runs the load; returns the summary and the exit code (0 if every request succeeded, else
+/// the code of the first request to fail, in completion order).
+pub async fn run(client: Client, template: Request, spec: LoadSpec) -> (Summary, u8) {
+    let started = Instant::now();
+    let end = match spec.stop {
+        Stop::For(d) => Some(started.checked_add(d).unwrap_or_else(far_future)),
+        Stop::Count(_) => None,
+    };
+    let ticker = spec.rate.map(|rate| {
+        // `rate` is validated to [0.001, 1e9], so the period is between 1 ns and 1000 s.
+        let period = Duration::try_from_secs_f64(1.0 / rate)
+            .unwrap_or(Duration::from_secs(1000))
+            .max(Duration::from_nanos(1));
+        let mut interval = tokio::time::interval(period);
+        interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Arc::new(tokio::sync::Mutex::new(interval))
+    });
+    let next = Arc::new(AtomicU64::new(0));
+    let stats = Arc::new(Mutex::new(Stats::default()));
+
+    // `Client::send`'s future is not `Send` (yet), so the workers run as local tasks on
+    // this thread; the client's own background tasks still use the whole runtime. For
+    // an I/O-bound CLI on a small machine this costs nothing measurable.
+    let local = tokio::task::LocalSet::new();
+    local
+        .run_until(async {
+            let mut workers = tokio::task::JoinSet::new();
+            for _ in 0..spec.concurrency.max(1) {
+                let worker = Worker {
+                    client: client.clone(),
+                    template: template.clone(),
+                    stop: spec.stop,
+                    end,
+                    ticker: ticker.clone(),
+                    next: next.clone(),
+                    stats: stats.clone(),
+                    trace: spec.trace,
+                };
+                workers.spawn_local(worker.run());
+            }
+            while let Some(joined) = workers.join_next().await {
+                if let Err(e) = joined {
+                    // A worker can only end abnormally by panicking; report it, keep the rest.
+                    output::error_message(format!("a load worker failed: {e}"));
+                }
+            }
+        })
+        .await;
+
+    let mut st = stats.lock().unwrap_or_else(PoisonError::into_inner);
+    let stats = std::mem::take(&mut *st);
+    summarize(stats)
+}
+
+fn far_future() -> Instant {
+    // About 30 years: `--for` with an absurd duration just runs "forever".
+    Instant::now() + Duration::from_secs(30 * 365 * 24 * 3600)
+}
+
+struct Worker {
+    client: Client,
+    template: Request,
+    stop: Stop,
+    end: Option<Instant>,
+    ticker: Option<Arc<tokio::sync::Mutex<Interval>>>,
+    next: Arc<AtomicU64>,
+    stats: Arc<Mutex<Stats>>,
+    trace: bool,
+}
+
+impl Worker {
+    async fn run(self) {
+        loop {
+            let index = match self.stop {
+                Stop::Count(n) => {
+                    // Claim a request before waiting for a tick, so no tick is wasted.
+                    let i = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+                    if i > n {
+                        break;
+                    }
+                    self.pace().await;
+                    i
+                }
+                Stop::For(_) => {
+                    self.pace().await;
+                    if self.end.is_some_and(|end| Instant::now() >= end) {
+                        break;
+                    }
+                    self.next.fetch_add(1, Ordering::Relaxed) + 1
+                }
+            };
+            let started = Instant::now();
+            let result = self.client.send(self.template.clone()).await;
+            let latency = started.elapsed();
+            let (attempts, failure) = match &result {
+                Ok(r) => (r.attempts(), None),
+                Err(e) => (e.attempts(), Some(e.kind())),
+            };
+            if self.trace {
+                output::stderr(&output::trace_lines(index, attempts));
+            }
+            let mut st = self.stats.lock().unwrap_or_else(PoisonError::into_inner);
+            st.latencies.push(latency);
+            st.attempts += attempts.len() as u64;
+            match (failure, &result) {
+                (Some(kind), Err(e)) => {
+                    st.failed += 1;
+                    *st.errors.entry(kind.as_str()).or_insert(0) += 1;
+                    if st.first_failure.is_none() {
+                        st.first_failure = Some(exit::for_error(kind));
+                        output::error_message(format!("request {index} failed first: {e}"));
+                    }
+                }
+                _ => st.ok += 1,
+            }
+        }
+    }
+
+    async fn pace(&self) {
+        if let Some(t) = &self.ticker {
+            t.lock().await.tick().await;
+        }
+    }
+}
+
+fn summarize(mut st: Stats) -> (Summary, u8) {
+    st.latencies.sort_unstable();
+    let requests = st.latencies.len() as u64;
+    let pick = |p: u64| nearest_rank(&st.latencies, p).map(output::ms);
+    let summary = Summary {
+        requests,
+        ok: st.ok,
+        failed: st.failed,
+        attempts: st.attempts,
+        retries: st.attempts.saturating_sub(requests),
+        latency_ms: Latency {
+            p50: pick(50),
+            p99: pick(99),
+            max: st.latencies.last().copied().map(output::ms),
+        },
+        errors: st.errors,
+    };
+    (summary, st.first_failure.unwrap_or(exit::SUCCESS))
+}
+
+/// The nearest-rank `p`th percentile of ascending `sorted`: the value at rank
+/// `ceil(p/100 × n)` (1-based). `None` when empty.
+fn nearest_rank(sorted: &[Duration], p: u64) -> Option<Duration> {
+    let n = sorted.len() as u64;
+    if n == 0 {
+        return None;
+    }
+    let rank = (p * n).div_ceil(100).clamp(1, n);
+    sorted.get(usize::try_from(rank - 1).ok()?).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: &[u64]) -> Vec<Duration> {
+        v.iter().map(|m| Duration::from_millis(*m)).collect()
+    }
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v = ms(&(1..=20).collect::<Vec<_>>());
+        assert_eq!(nearest_rank(&v, 50), Some(Duration::from_millis(10)));
+        assert_eq!(nearest_rank(&v, 99), Some(Duration::from_millis(20)));
+        assert_eq!(nearest_rank(&v, 100), Some(Duration::from_millis(20)));
+        assert_eq!(nearest_rank(&v, 0), Some(Duration::from_millis(1)));
+        let one = ms(&[7]);
+        assert_eq!(nearest_rank(&one, 50), Some(Duration::from_millis(7)));
+        assert_eq!(nearest_rank(&[], 50), None);
+    }
+
+    #[test]
+    fn summary_counts_retries_and_first_failure() {
+        let mut errors = BTreeMap::new();
+        errors.insert("status", 1);
+        let st = Stats {
+            latencies: ms(&[3, 1, 2]),
+            ok: 2,
+            failed: 1,
+            attempts: 5,
+            errors,
+            first_failure: Some(1),
+        };
+        let (s, code) = summarize(st);
+        assert_eq!((s.requests, s.retries, code), (3, 2, 1));
+        assert_eq!(
+            s.latency_ms,
+            Latency {
+                p50: Some(2.0),
+                p99: Some(3.0),
+                max: Some(3.0)
+            }
+        );
+        let (empty, code) = summarize(Stats::default());
+        assert_eq!((empty.requests, empty.latency_ms.max, code), (0, None, 0));
+    }
+}

@@ -1,0 +1,646 @@
+//! The `searchwire` binary against in-process fake clusters: output formats and exit codes
+//! are a contract, so these tests run the real binary as a child process.
+//!
+//! Each test starts a `FakeCluster` on a multi-thread tokio runtime and runs the binary with
+//! `tokio::process`, so the runtime keeps serving the fake nodes while the child runs.
+
+use std::process::Output;
+use std::time::Duration;
+
+use searchwire_fake::{Behavior, FakeCluster, Match};
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_searchwire");
+
+/// Runs the binary with `args` (and `env`), with none of the environment variables that
+/// change its behaviour inherited from the test's environment.
+async fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.args(args)
+        .env_remove("SEARCHWIRE_REQUEST_TIMEOUT")
+        .env_remove("SEARCHWIRE_PASSWORD")
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    match tokio::time::timeout(Duration::from_secs(60), cmd.output()).await {
+        Ok(Ok(out)) => out,
+        Ok(Err(e)) => panic!("cannot run {BIN}: {e}"),
+        Err(_) => panic!("{BIN} {args:?} did not finish within 60 s"),
+    }
+}
+
+async fn run(args: &[&str]) -> Output {
+    run_env(args, &[]).await
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The `searchwire: <message>` line (log lines may precede it on stderr).
+fn error_line(o: &Output) -> String {
+    let err = stderr(o);
+    err.lines()
+        .find(|l| l.starts_with("searchwire: "))
+        .unwrap_or_else(|| panic!("no 'searchwire: ' line on stderr: {err}"))
+        .to_string()
+}
+
+fn code(o: &Output) -> i32 {
+    o.status.code().unwrap_or(-1)
+}
+
+fn json(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text:?}"))
+}
+
+async fn cluster(n: usize) -> FakeCluster {
+    FakeCluster::start(n)
+        .await
+        .unwrap_or_else(|e| panic!("cannot start the fake cluster: {e}"))
+}
+
+fn urls(c: &FakeCluster) -> String {
+    c.urls().join(",")
+}
+
+/// Retries without waiting, so failure tests are fast.
+const FAST: [&str; 2] = ["--backoff", "const:1ms"];
+
+// ---- request: single ---------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn single_get_prints_the_body_and_exits_0() {
+    let c = cluster(2).await;
+    let doc = serde_json::json!({"_id": "1", "found": true, "_source": {"msg": "hello"}});
+    for n in c.nodes() {
+        n.on(
+            Match::Path("/logs/_doc/1".into()),
+            Behavior::json(200, doc.clone()),
+        );
+    }
+    let out = run(&["request", "GET", "/logs/_doc/1", "--url", &urls(&c)]).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.ends_with('\n'), "{text:?}");
+    assert_eq!(json(&text), doc);
+    assert_eq!(c.request_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_flag_prints_status_node_attempts_and_parsed_body() {
+    let c = cluster(1).await;
+    let out = run(&["request", "get", "/", "--url", &urls(&c), "--json"]).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    assert_eq!(v["status"], 200);
+    assert_eq!(v["node"], c.node(0).url());
+    assert_eq!(v["attempts"], 1);
+    assert!(v["body"].is_object(), "{v}");
+    assert!(v.get("error").is_none(), "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_is_sent_as_json_or_ndjson_by_endpoint() {
+    let c = cluster(1).await;
+    let node = c.node(0);
+    let out = run(&[
+        "request",
+        "POST",
+        "/logs/_search",
+        "--url",
+        &urls(&c),
+        "--data",
+        r#"{"query":{"match_all":{}}}"#,
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let dir = std::env::temp_dir().join(format!("searchwire-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+    let file = dir.join("bulk.ndjson");
+    let bulk = "{\"index\":{\"_index\":\"logs\"}}\n{\"msg\":\"a\"}\n";
+    std::fs::write(&file, bulk).unwrap_or_else(|e| panic!("{e}"));
+    let at_file = format!("@{}", file.display());
+    let out = run(&[
+        "request",
+        "POST",
+        "/_bulk",
+        "--url",
+        &urls(&c),
+        "--data",
+        &at_file,
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let search = node.requests_matching(&Match::Path("/logs/_search".into()));
+    assert_eq!(search.len(), 1);
+    assert_eq!(search[0].header("content-type"), Some("application/json"));
+    assert_eq!(&search[0].body[..], br#"{"query":{"match_all":{}}}"#);
+    let bulk_req = node.requests_matching(&Match::Path("/_bulk".into()));
+    assert_eq!(bulk_req.len(), 1);
+    assert_eq!(
+        bulk_req[0].header("content-type"),
+        Some("application/x-ndjson")
+    );
+    assert_eq!(&bulk_req[0].body[..], bulk.as_bytes());
+}
+
+// ---- request: failures and exit codes ---------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_unavailable_everywhere_exits_1_with_message_and_body() {
+    let c = cluster(2).await;
+    for n in c.nodes() {
+        n.set_default(Behavior::status(503));
+    }
+    let mut args = vec!["request", "GET", "/", "--max-retries", "1"];
+    let u = urls(&c);
+    args.extend(["--url", &u]);
+    args.extend(FAST);
+    let out = run(&args).await;
+    assert_eq!(code(&out), 1, "stderr: {}", stderr(&out));
+    let err = error_line(&out);
+    assert!(err.contains("503"), "{err}");
+    assert!(err.contains("2 attempts"), "{err}");
+    // The final response's body goes to stdout.
+    assert_eq!(json(&stdout(&out))["status"], 503);
+    assert_eq!(c.request_count(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rejected_credentials_exit_5() {
+    let c = cluster(1).await;
+    c.node(0).set_default(Behavior::status(401));
+    let out = run_env(
+        &["request", "GET", "/", "--url", &urls(&c), "--user", "admin"],
+        &[("SEARCHWIRE_PASSWORD", "s3cret-pw")],
+    )
+    .await;
+    assert_eq!(code(&out), 5, "stderr: {}", stderr(&out));
+    let err = error_line(&out);
+    assert!(err.contains("401"), "{err}");
+    assert!(!err.contains("s3cret-pw") && !stdout(&out).contains("s3cret-pw"));
+    // The password came from the environment: basic auth for admin:s3cret-pw.
+    let req = &c.node(0).requests()[0];
+    assert_eq!(
+        req.header("authorization"),
+        Some("Basic YWRtaW46czNjcmV0LXB3")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_node_down_exits_4() {
+    let c = cluster(2).await;
+    for n in c.nodes() {
+        n.kill().await;
+    }
+    let mut args = vec!["request", "GET", "/"];
+    let u = urls(&c);
+    args.extend(["--url", &u]);
+    args.extend(FAST);
+    let out = run(&args).await;
+    assert_eq!(code(&out), 4, "stderr: {}", stderr(&out));
+    assert!(
+        error_line(&out).contains("no node reachable"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deadline_with_a_hanging_node_exits_3() {
+    let c = cluster(1).await;
+    c.node(0).set_default(Behavior::Hang);
+    let out = run(&[
+        "request",
+        "GET",
+        "/",
+        "--url",
+        &urls(&c),
+        "--deadline",
+        "300ms",
+    ])
+    .await;
+    assert_eq!(code(&out), 3, "stderr: {}", stderr(&out));
+    assert!(error_line(&out).contains("deadline"), "{}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempt_timeout_then_failover_succeeds() {
+    let c = cluster(2).await;
+    c.node(0).set_default(Behavior::Hang);
+    let out = run(&[
+        "request",
+        "GET",
+        "/",
+        "--url",
+        &urls(&c),
+        "--timeout",
+        "200ms",
+        "--trace-attempts",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let lines = trace_lines(&stderr(&out));
+    let outcomes: Vec<&str> = lines.iter().filter_map(|l| l["outcome"].as_str()).collect();
+    assert_eq!(outcomes, ["timeout", "ok"]);
+}
+
+// ---- request: usage errors ---------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_timeout_is_a_usage_error_naming_the_flag() {
+    let out = run(&[
+        "request",
+        "GET",
+        "/",
+        "--url",
+        "http://127.0.0.1:1",
+        "--timeout",
+        "5 minutes",
+    ])
+    .await;
+    assert_eq!(code(&out), 2);
+    let err = stderr(&out);
+    assert!(err.contains("--timeout"), "{err}");
+    assert!(err.contains("5 minutes"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn conflicting_or_incomplete_flags_exit_2() {
+    let base = ["request", "GET", "/", "--url", "http://127.0.0.1:1"];
+    let cases: [&[&str]; 7] = [
+        &["--user", "u"],
+        &["--user", "u", "--password", "p", "--bearer", "t"],
+        &["--repeat", "2", "--for", "1s"],
+        &["--concurrency", "2"],
+        &["--backoff", "exp:0s:1s"],
+        &["--retry-on-status", "200"],
+        &["--deadline", "0"],
+    ];
+    for extra in cases {
+        let mut args = base.to_vec();
+        args.extend_from_slice(extra);
+        let out = run(&args).await;
+        assert_eq!(code(&out), 2, "{extra:?}: {}", stderr(&out));
+        assert!(!stderr(&out).is_empty(), "{extra:?}");
+    }
+    // Configuration errors found by the client builder also exit 2.
+    let out = run(&["request", "GET", "/", "--url", "ftp://nowhere"]).await;
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(error_line(&out).contains("ftp"), "{}", stderr(&out));
+}
+
+// ---- request: load -----------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeat_with_concurrency_prints_one_summary() {
+    let c = cluster(2).await;
+    let out = run(&[
+        "request",
+        "GET",
+        "/",
+        "--url",
+        &urls(&c),
+        "--repeat",
+        "20",
+        "--concurrency",
+        "4",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let v = json(&text);
+    assert_eq!(v["requests"], 20);
+    assert_eq!(v["ok"], 20);
+    assert_eq!(v["failed"], 0);
+    assert_eq!(v["attempts"], 20);
+    assert_eq!(v["retries"], 0);
+    assert_eq!(v["errors"], serde_json::json!({}));
+    let lat = &v["latency_ms"];
+    let (p50, p99, max) = (
+        lat["p50"].as_f64().unwrap_or(-1.0),
+        lat["p99"].as_f64().unwrap_or(-1.0),
+        lat["max"].as_f64().unwrap_or(-1.0),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{lat}");
+    // One client: round robin over both nodes.
+    assert_eq!(c.request_count(), 20);
+    assert!(c.nodes().iter().all(|n| n.request_count() > 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn repeat_failures_count_by_kind_and_exit_with_the_first_failure_code() {
+    let c = cluster(1).await;
+    c.node(0).set_default(Behavior::status(401));
+    let out = run(&[
+        "request",
+        "GET",
+        "/",
+        "--url",
+        &urls(&c),
+        "--repeat",
+        "3",
+        "--bearer",
+        "tok",
+    ])
+    .await;
+    assert_eq!(code(&out), 5, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    assert_eq!(
+        (v["requests"].as_u64(), v["failed"].as_u64()),
+        (Some(3), Some(3))
+    );
+    assert_eq!(v["errors"], serde_json::json!({"auth": 3}));
+    assert_eq!(
+        c.node(0).requests()[0].header("authorization"),
+        Some("Bearer tok")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn node_state_carries_across_repeated_requests() {
+    // Node 0 is down: the first request that tries it marks it dead, and later requests of
+    // the same run skip it, so there are fewer retries than requests.
+    let c = cluster(2).await;
+    c.node(0).kill().await;
+    let mut args = vec!["request", "GET", "/", "--repeat", "10"];
+    let u = urls(&c);
+    args.extend(["--url", &u]);
+    args.extend(FAST);
+    let out = run(&args).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    assert_eq!(v["ok"], 10);
+    assert_eq!(v["retries"], 1, "{v}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn for_duration_with_rate_paces_request_starts() {
+    let c = cluster(1).await;
+    let out = run(&[
+        "request",
+        "GET",
+        "/",
+        "--url",
+        &urls(&c),
+        "--for",
+        "500ms",
+        "--rate",
+        "10",
+        "--concurrency",
+        "3",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    let n = v["requests"].as_u64().unwrap_or(0);
+    // Ticks at 0, 100, ..., 400 ms (500 ms is the end): about 5, never a burst.
+    assert!((1..=6).contains(&n), "{v}");
+    assert_eq!(v["ok"].as_u64(), Some(n));
+}
+
+// ---- request: --trace-attempts -----------------------------------------------------------
+
+fn trace_lines(stderr: &str) -> Vec<Value> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with('{'))
+        .map(json)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_attempts_writes_one_json_line_per_attempt() {
+    let c = cluster(2).await;
+    c.node(0).once(Match::Any, Behavior::status(503));
+    let mut args = vec!["request", "GET", "/", "--trace-attempts"];
+    let u = urls(&c);
+    args.extend(["--url", &u]);
+    args.extend(FAST);
+    let out = run(&args).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let lines = trace_lines(&stderr(&out));
+    assert_eq!(lines.len(), 2, "{}", stderr(&out));
+    let fields = [
+        "request",
+        "attempt",
+        "node",
+        "outcome",
+        "status",
+        "elapsed_ms",
+        "backoff_ms",
+    ];
+    for l in &lines {
+        for f in fields {
+            assert!(l.get(f).is_some(), "{f} missing in {l}");
+        }
+        assert_eq!(l["request"], 1);
+        assert!(l["elapsed_ms"].as_f64().is_some_and(|x| x >= 0.0), "{l}");
+    }
+    assert_eq!(lines[0]["attempt"], 1);
+    assert_eq!(lines[0]["outcome"], "status:503");
+    assert_eq!(lines[0]["status"], 503);
+    assert_eq!(lines[0]["node"], c.node(0).url());
+    assert_eq!(lines[0]["backoff_ms"], 1.0);
+    assert_eq!(lines[1]["attempt"], 2);
+    assert_eq!(lines[1]["outcome"], "ok");
+    assert_eq!(lines[1]["status"], 200);
+    assert_eq!(lines[1]["node"], c.node(1).url());
+    assert_eq!(lines[1]["backoff_ms"], 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn trace_lines_of_concurrent_requests_never_interleave() {
+    let c = cluster(2).await;
+    for n in c.nodes() {
+        n.on(Match::Any, Behavior::status(503));
+    }
+    let mut args = vec![
+        "request",
+        "GET",
+        "/",
+        "--trace-attempts",
+        "--repeat",
+        "8",
+        "--concurrency",
+        "4",
+        "--max-retries",
+        "2",
+    ];
+    let u = urls(&c);
+    args.extend(["--url", &u]);
+    args.extend(FAST);
+    let out = run(&args).await;
+    assert_eq!(code(&out), 1, "stderr: {}", stderr(&out));
+    // Every line that starts like a trace line is a whole JSON object.
+    let lines = trace_lines(&stderr(&out));
+    assert_eq!(lines.len(), 24);
+    let mut requests: Vec<u64> = lines.iter().filter_map(|l| l["request"].as_u64()).collect();
+    requests.sort_unstable();
+    requests.dedup();
+    assert_eq!(requests, (1..=8).collect::<Vec<_>>());
+    let v = json(&stdout(&out));
+    assert_eq!(
+        (v["attempts"].as_u64(), v["retries"].as_u64()),
+        (Some(24), Some(16))
+    );
+    assert_eq!(v["errors"], serde_json::json!({"status": 8}));
+}
+
+// ---- explain -----------------------------------------------------------------------------
+
+async fn resurrection_json(args: &[&str]) -> Vec<Value> {
+    let mut all = vec!["explain", "resurrection", "--format", "json"];
+    all.extend_from_slice(args);
+    let out = run(&all).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    match json(&stdout(&out)) {
+        Value::Array(rows) => rows,
+        other => panic!("expected an array, got {other}"),
+    }
+}
+
+fn finals(rows: &[Value]) -> Vec<f64> {
+    rows.iter()
+        .map(|r| r["final_s"].as_f64().unwrap_or(f64::NAN))
+        .collect()
+}
+
+fn assert_close(got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{got:?} vs {want:?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!((g - w).abs() <= 0.001, "{got:?} vs {want:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_resurrection_reproduces_the_large_cluster_table() {
+    let rows = resurrection_json(&["--total", "150", "--live", "0,10,50,100,149"]).await;
+    assert_close(&finals(&rows), &[0.5, 2.5, 12.5, 25.0, 30.0]);
+    for r in &rows {
+        assert_eq!(r["base_s"], 30.0, "{r}");
+        let f = r["final_s"].as_f64().unwrap_or(f64::NAN);
+        let j = r["jitter_max_s"].as_f64().unwrap_or(f64::NAN);
+        assert!((j - f / 2.0).abs() <= 0.001, "{r}");
+        assert_eq!(
+            r["live"].as_u64().unwrap_or(0) + r["dead"].as_u64().unwrap_or(0),
+            150
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_resurrection_small_cluster_and_failure_progression() {
+    let rows = resurrection_json(&["--total", "3", "--live", "1,2"]).await;
+    assert_close(&finals(&rows), &[10.0, 20.0]);
+
+    let rows = resurrection_json(&["--live", "2", "--total", "3", "--failures", "1,2,3,4,5"]).await;
+    assert_close(&finals(&rows), &[3.333, 6.667, 13.333, 20.0, 20.0]);
+    let failures: Vec<u64> = rows.iter().filter_map(|r| r["failures"].as_u64()).collect();
+    assert_eq!(failures, [1, 2, 3, 4, 5]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_resurrection_defaults_to_every_live_count() {
+    let rows = resurrection_json(&[]).await;
+    assert_eq!(rows.len(), 150);
+    assert_eq!(rows[149]["live"], 149);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_resurrection_csv_and_table() {
+    let out = run(&[
+        "explain",
+        "resurrection",
+        "--total",
+        "3",
+        "--live",
+        "1,2",
+        "--format",
+        "csv",
+    ])
+    .await;
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "live,dead,failures,base_s,health_s,rate_limit_s,final_s,jitter_max_s",
+            "1,2,6,30,10,0.25,10,5",
+            "2,1,6,30,20,0.5,20,10",
+        ]
+    );
+
+    let out = run(&["explain", "resurrection", "--total", "3"]).await;
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    assert!(text.starts_with("live"), "{text}");
+    for needle in [
+        "cores 8",
+        "clients_per_server 8",
+        "server_max_new_conns_per_sec 32",
+        "jitter",
+    ] {
+        assert!(text.contains(needle), "{needle} missing: {text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_resurrection_rejects_live_not_below_total() {
+    let out = run(&["explain", "resurrection", "--total", "3", "--live", "1,3"]).await;
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("--live 3"), "{}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_defaults_lists_every_setting() {
+    let out = run(&["explain", "defaults"]).await;
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    assert!(text.starts_with("setting"), "{text}");
+    let max_retries = text
+        .lines()
+        .find(|l| l.starts_with("max_retries "))
+        .unwrap_or_else(|| panic!("no max_retries row: {text}"));
+    assert!(
+        max_retries.contains(&searchwire::defaults::MAX_RETRIES.to_string()),
+        "{max_retries}"
+    );
+    assert_eq!(
+        text.lines().count(),
+        searchwire::defaults::table().len() + 1
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_states_defaults_from_the_library() {
+    let out = run(&["request", "--help"]).await;
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    let timeout = searchwire::duration::format_duration(searchwire::defaults::ATTEMPT_TIMEOUT);
+    let statuses: Vec<String> = searchwire::defaults::RETRY_ON_STATUS
+        .iter()
+        .map(u16::to_string)
+        .collect();
+    for needle in [
+        format!("[default: {timeout}"),
+        format!("[default: {}]", searchwire::defaults::MAX_RETRIES),
+        format!("[default: {}]", statuses.join(",")),
+        "SEARCHWIRE_PASSWORD".to_string(),
+    ] {
+        assert!(text.contains(&needle), "{needle} missing: {text}");
+    }
+}
