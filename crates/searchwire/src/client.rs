@@ -298,7 +298,7 @@ impl Inner {
         let idempotent = request.is_idempotent();
         let query = encode_query(&request.query);
         let mut attempts: Vec<Attempt> = Vec::new();
-        let mut tried: Vec<*const PoolNode> = Vec::new();
+        let mut tried: Vec<usize> = Vec::new();
         let mut prev_delay = Duration::ZERO;
 
         if deadline.is_some_and(|d| d <= start) {
@@ -313,11 +313,11 @@ impl Inner {
             let Some(node) = self.pool.select(&tried) else {
                 return Err(Error::new(
                     ErrorKind::NoNodeReachable,
-                    "the node pool is empty; configure at least one node",
+                    "no node reachable: no node is alive and none has ever answered",
                 )
                 .with_attempts(attempts));
             };
-            tried.push(Arc::as_ptr(&node));
+            tried.push(crate::pool::node_key(&node));
             let http_req = self.build_http(request, &node.addr, &query)?;
             let span = tracing::debug_span!(
                 "searchwire.attempt",
@@ -669,5 +669,53 @@ impl Client {
     /// Convenience: `GET path`.
     pub async fn get(&self, path: &str) -> Result<Response, Error> {
         self.send(Request::new(Method::GET, path)).await
+    }
+}
+
+/// Benchmark hooks (`benches/selection.rs`); not part of the API.
+#[doc(hidden)]
+impl Client {
+    /// One hot-path node pick, exactly as an attempt does it (`Pool::select(&[])`);
+    /// returns the picked node's port.
+    #[doc(hidden)]
+    pub fn __bench_select(&self) -> usize {
+        self.inner
+            .pool
+            .select(&[])
+            .map_or(0, |n| usize::from(n.addr.port()))
+    }
+
+    /// A client over `n_nodes` local nodes (ports 20000..) whose core counts, taken from
+    /// `cores` cyclically (0 = unknown), weight the round-robin wheel. Does no I/O.
+    #[doc(hidden)]
+    pub fn __bench_client(n_nodes: usize, cores: &[u32]) -> Client {
+        let urls = (0..n_nodes).map(|i| format!("http://127.0.0.1:{}", 20000 + i));
+        let client = match Client::builder()
+            .nodes(urls)
+            .read_environment(false)
+            .resurrection_timers(false)
+            .build()
+        {
+            Ok(c) => c,
+            Err(e) => panic!("bench client: {e}"),
+        };
+        let nodes = client
+            .inner
+            .pool
+            .topology()
+            .nodes
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                let c = if cores.is_empty() {
+                    0
+                } else {
+                    cores[i % cores.len()]
+                };
+                Arc::new(PoolNode::new(n.addr.clone(), String::new(), true, c))
+            })
+            .collect();
+        client.inner.pool.replace(crate::pool::Topology::new(nodes));
+        client
     }
 }

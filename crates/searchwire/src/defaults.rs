@@ -46,6 +46,14 @@ pub const RETRY_ON_CONNECTION_ERRORS: bool = true;
 /// A node that cannot answer `GET /` in 5 s should not get user traffic yet.
 pub const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Timeout of one discovery request (`GET /_nodes/http,os`): 5 s, like a health check. The
+/// reply is small; a node that cannot produce it in 5 s is not the one to ask.
+pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Shortest gap between two failure-triggered discoveries: 10 s. A cluster losing nodes one
+/// after another should not be asked for its node list once per casualty.
+pub const REDISCOVER_MIN_GAP: Duration = Duration::from_secs(10);
+
 /// The environment variable that overrides the per-attempt timeout.
 pub const REQUEST_TIMEOUT_ENV: &str = "SEARCHWIRE_REQUEST_TIMEOUT";
 
@@ -106,6 +114,21 @@ pub fn table() -> Vec<DefaultEntry> {
             why: "a node that cannot answer GET / in 5 s gets no user traffic yet",
         },
         DefaultEntry {
+            setting: "discover_on_start / discover_interval",
+            value: "off / never".to_string(),
+            why: "sniffing needs cluster:monitor/nodes/info and may expose internal addresses; opt in",
+        },
+        DefaultEntry {
+            setting: "discovery_timeout",
+            value: d(DISCOVERY_TIMEOUT),
+            why: "the node list is small; a node that cannot send it in 5 s is not the one to ask",
+        },
+        DefaultEntry {
+            setting: "rediscover_on_failure",
+            value: format!("off (at most every {})", d(REDISCOVER_MIN_GAP)),
+            why: "a cluster losing nodes one by one is not asked once per casualty",
+        },
+        DefaultEntry {
             setting: "retry_after_cap",
             value: d(RETRY_AFTER_CAP),
             why: "one misconfigured proxy cannot park callers for an hour",
@@ -151,4 +174,14 @@ pub fn table() -> Vec<DefaultEntry> {
             why: "capacity model when discovery has not reported allocated_processors",
         },
     ]
+}
+
+/// The defaults table as Markdown rows (`| setting | value | why |`), as in
+/// `docs/configuration.md`.
+pub fn markdown_table() -> String {
+    let mut s = String::from("| setting | default | why |\n| --- | --- | --- |\n");
+    for e in table() {
+        s.push_str(&format!("| `{}` | {} | {} |\n", e.setting, e.value, e.why));
+    }
+    s
 }

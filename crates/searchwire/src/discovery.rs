@@ -44,12 +44,11 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::Full;
 use serde::Deserialize;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use crate::client::{error_chain, Inner};
+use crate::client::Inner;
 use crate::error::{Error, ErrorKind};
 use crate::health::{check_root, CheckResult};
 use crate::node::NodeAddr;
@@ -61,11 +60,11 @@ pub(crate) const NODES_PATH: &str = "/_nodes/http,os";
 
 /// Timeout of one discovery request: 5 s, like a health check. The reply is small, and a
 /// node that cannot produce it in 5 s is not the one to ask; the next node is tried.
-pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const DEFAULT_TIMEOUT: Duration = crate::defaults::DISCOVERY_TIMEOUT;
 
 /// Shortest gap between two failure-triggered discoveries: 10 s. A cluster losing nodes
 /// one after another should not be asked for its node list once per casualty.
-pub(crate) const REDISCOVER_MIN_GAP: Duration = Duration::from_secs(10);
+pub(crate) const REDISCOVER_MIN_GAP: Duration = crate::defaults::REDISCOVER_MIN_GAP;
 
 /// When discovery runs (builder settings).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -445,25 +444,7 @@ async fn fetch_nodes(inner: &Inner) -> Result<(NodeAddr, Bytes), Error> {
 
 /// One nodes-info request: the client's headers and credentials, the discovery timeout.
 async fn fetch_from(inner: &Inner, addr: &NodeAddr) -> Result<(u16, Bytes), String> {
-    let uri = addr.uri(NODES_PATH, "").map_err(|e| e.to_string())?;
-    let mut req = http::Request::new(Full::new(Bytes::new()));
-    *req.uri_mut() = uri;
-    *req.headers_mut() = inner.headers.clone();
-    let timeout = inner.discovery.config.timeout;
-    match tokio::time::timeout(timeout, inner.connector.send(addr, req)).await {
-        Err(_) => {
-            inner.connector.reset(addr);
-            Err(format!(
-                "timed out after {}",
-                crate::duration::format_duration(timeout)
-            ))
-        }
-        Ok(Err(e)) => {
-            inner.connector.reset(addr);
-            Err(format!("{}: {}", e.kind, error_chain(&*e.source)))
-        }
-        Ok(Ok(raw)) => Ok((raw.status.as_u16(), raw.body)),
-    }
+    crate::health::background_get(inner, addr, NODES_PATH, inner.discovery.config.timeout).await
 }
 
 /// Health-checks, concurrently, every pool node that has never answered. Those that

@@ -1,11 +1,14 @@
 //! Health checks of individual nodes: `GET /`, sent with the same headers and credentials
 //! as user requests, bounded by the health-check timeout, never retried.
 
+use std::time::Duration;
+
 use bytes::Bytes;
 use http_body_util::Full;
 use serde::Deserialize;
 
 use crate::client::{error_chain, Inner};
+use crate::node::NodeAddr;
 use crate::pool::PoolNode;
 
 /// What `GET /` tells about a node.
@@ -66,32 +69,45 @@ pub(crate) fn parse_root(body: &[u8]) -> Result<NodeInfo, String> {
     })
 }
 
-/// Sends one `GET path` health request to `node`: default headers and credentials,
-/// health-check timeout, no retry. Returns the status and body, or why it failed.
+/// Sends one background `GET path` request to `addr` (health checks, capability probes,
+/// discovery): the client's default headers and credentials, bounded by `timeout`, never
+/// retried. A timeout or broken connection drops the node's pooled connections. Returns
+/// the status and body, or why it failed.
+pub(crate) async fn background_get(
+    inner: &Inner,
+    addr: &NodeAddr,
+    path: &str,
+    timeout: Duration,
+) -> Result<(u16, Bytes), String> {
+    let uri = addr.uri(path, "").map_err(|e| e.to_string())?;
+    let mut req = http::Request::new(Full::new(Bytes::new()));
+    *req.uri_mut() = uri;
+    *req.headers_mut() = inner.headers.clone();
+    match tokio::time::timeout(timeout, inner.connector.send(addr, req)).await {
+        Err(_) => {
+            inner.connector.reset(addr);
+            Err(format!(
+                "timed out after {}",
+                crate::duration::format_duration(timeout)
+            ))
+        }
+        Ok(Err(e)) => {
+            inner.connector.reset(addr);
+            Err(format!("{}: {}", e.kind, error_chain(&*e.source)))
+        }
+        Ok(Ok(raw)) => Ok((raw.status.as_u16(), raw.body)),
+    }
+}
+
+/// A health request to `node`, bounded by the health-check timeout.
 pub(crate) async fn probe(
     inner: &Inner,
     node: &PoolNode,
     path: &str,
 ) -> Result<(u16, Bytes), String> {
-    let uri = node.addr.uri(path, "").map_err(|e| e.to_string())?;
-    let mut req = http::Request::new(Full::new(Bytes::new()));
-    *req.uri_mut() = uri;
-    *req.headers_mut() = inner.headers.clone();
-    let send = inner.connector.send(&node.addr, req);
-    match tokio::time::timeout(inner.health_timeout, send).await {
-        Err(_) => {
-            inner.connector.reset(&node.addr);
-            Err(format!(
-                "health check timed out after {}",
-                crate::duration::format_duration(inner.health_timeout)
-            ))
-        }
-        Ok(Err(e)) => {
-            inner.connector.reset(&node.addr);
-            Err(format!("{}: {}", e.kind, error_chain(&*e.source)))
-        }
-        Ok(Ok(raw)) => Ok((raw.status.as_u16(), raw.body)),
-    }
+    background_get(inner, &node.addr, path, inner.health_timeout)
+        .await
+        .map_err(|e| format!("health check {path}: {e}"))
 }
 
 /// Checks a node with `GET /`.

@@ -41,6 +41,8 @@ mod discovery;
 pub mod duration;
 mod error;
 mod health;
+#[cfg(test)]
+mod loop_tests;
 mod node;
 pub mod observe;
 mod pool;

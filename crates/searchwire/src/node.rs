@@ -126,7 +126,14 @@ impl NodeAddr {
                 redact_userinfo(trimmed)
             )));
         }
-        let port = url.port().unwrap_or(9200);
+        // Without an explicit port, OpenSearch's 9200 (as every OpenSearch client does);
+        // an explicit port is kept even when it is the scheme's default (`https://h:443`),
+        // which the URL parser reports as "no port".
+        let port = match url.port() {
+            Some(p) => p,
+            None if has_explicit_port(&with_scheme) => url.port_or_known_default().unwrap_or(9200),
+            None => 9200,
+        };
         let prefix = url.path().trim_end_matches('/').to_string();
         let creds = if !url.username().is_empty() || url.password().is_some() {
             let decode = |s: &str| {
@@ -219,6 +226,24 @@ impl fmt::Debug for NodeAddr {
     }
 }
 
+/// Whether the authority of `url` (scheme present) ends with `:digits`.
+fn has_explicit_port(url: &str) -> bool {
+    let after = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let authority = after.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority
+        .rsplit_once('@')
+        .map(|(_, h)| h)
+        .unwrap_or(authority);
+    match host_port.rsplit_once(':') {
+        Some((host, port)) => {
+            !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && (!host.starts_with('[') || host.ends_with(']'))
+        }
+        None => false,
+    }
+}
+
 /// Removes `user:pass@` from a URL-ish string for error messages.
 pub(crate) fn redact_userinfo(s: &str) -> String {
     match (s.find("://"), s.rfind('@')) {
@@ -249,6 +274,15 @@ mod tests {
         assert!(c.is_none());
         let (a, _) = NodeAddr::parse("http://[::1]:9201").unwrap();
         assert_eq!(a.as_str(), "http://[::1]:9201");
+        let (a, _) = NodeAddr::parse("http://[::1]").unwrap();
+        assert_eq!(a.as_str(), "http://[::1]:9200");
+        // An explicit default port is kept, not replaced by 9200.
+        let (a, _) = NodeAddr::parse("https://search.example:443").unwrap();
+        assert_eq!(a.as_str(), "https://search.example:443");
+        let (a, _) = NodeAddr::parse("http://u:p@h:80/x").unwrap();
+        assert_eq!(a.as_str(), "http://h:80/x");
+        let (a, _) = NodeAddr::parse("https://search.example").unwrap();
+        assert_eq!(a.as_str(), "https://search.example:9200");
     }
 
     #[test]

@@ -101,6 +101,12 @@ impl PoolNode {
     }
 }
 
+/// A node's identity within one request's `tried` list (its address in memory; kept as
+/// an integer so request futures stay `Send`).
+pub(crate) fn node_key(n: &Arc<PoolNode>) -> usize {
+    Arc::as_ptr(n) as usize
+}
+
 /// The immutable node list plus the weighted round-robin wheel built from it.
 #[derive(Debug, Default)]
 pub(crate) struct Topology {
@@ -248,22 +254,26 @@ impl Pool {
     /// Picks a node for the next attempt. Prefers a live node not yet `tried` by this
     /// request, then any live node, then — when every node is dead — the viable dead node
     /// whose resurrection is due soonest, so a request is never refused only because every
-    /// node was once marked dead. Returns `None` only for an empty pool.
-    pub(crate) fn select(&self, tried: &[*const PoolNode]) -> Option<Arc<PoolNode>> {
+    /// node was once marked dead. Returns `None` when no node is live and none has ever
+    /// answered (only possible once discovery replaced the seeds with unproven nodes).
+    pub(crate) fn select(&self, tried: &[usize]) -> Option<Arc<PoolNode>> {
         let t = self.topology.load();
         let len = t.wheel.len();
         if len == 0 {
             return None;
         }
-        let start = self.cursor.fetch_add(1, Ordering::Relaxed);
+        // Every probe of the wheel takes its own cursor tick, so a skipped (dead or
+        // already tried) node's share spreads over the others instead of all falling on
+        // the node after it in the wheel.
         let mut fallback: Option<&Arc<PoolNode>> = None;
-        for k in 0..len {
-            let idx = t.wheel[(start.wrapping_add(k)) % len] as usize;
+        for _ in 0..len {
+            let tick = self.cursor.fetch_add(1, Ordering::Relaxed);
+            let idx = t.wheel[tick % len] as usize;
             let Some(n) = t.nodes.get(idx) else { continue };
             if !n.is_alive() {
                 continue;
             }
-            if !tried.contains(&Arc::as_ptr(n)) {
+            if !tried.contains(&node_key(n)) {
                 return Some(Arc::clone(n));
             }
             if fallback.is_none() {
@@ -280,7 +290,7 @@ impl Pool {
             if !h.viable {
                 continue;
             }
-            let untried = !tried.contains(&Arc::as_ptr(n));
+            let untried = !tried.contains(&node_key(n));
             let key = (untried, h.next_check);
             let better = match &best {
                 None => true,
@@ -299,7 +309,6 @@ impl Pool {
             }
         }
         best.map(|(_, _, n)| Arc::clone(n))
-            .or_else(|| t.nodes.first().cloned())
     }
 
     /// Computes the next resurrection delay for a node with `failures` consecutive
@@ -515,12 +524,27 @@ mod tests {
     }
 
     #[test]
+    fn a_dead_nodes_share_spreads_evenly_over_the_others() {
+        let nodes = vec![node(1, 0), node(2, 0), node(3, 0), node(4, 0)];
+        let p = pool(nodes.clone());
+        p.mark_failed(&nodes[2], Instant::now(), "refused");
+        let mut counts = [0usize; 4];
+        for _ in 0..900 {
+            counts[(p.select(&[]).unwrap().addr.port() - 1) as usize] += 1;
+        }
+        assert_eq!(counts[2], 0);
+        for c in [counts[0], counts[1], counts[3]] {
+            assert!((270..=330).contains(&c), "{counts:?}");
+        }
+    }
+
+    #[test]
     fn selection_prefers_untried_live_nodes() {
         let nodes = vec![node(1, 0), node(2, 0), node(3, 0)];
         let p = pool(nodes.clone());
         let first = p.select(&[]).unwrap();
         for _ in 0..10 {
-            let second = p.select(&[Arc::as_ptr(&first)]).unwrap();
+            let second = p.select(&[node_key(&first)]).unwrap();
             assert_ne!(second.addr, first.addr);
         }
     }

@@ -91,7 +91,11 @@ async fn a_dead_node_gets_only_health_checks_on_schedule_then_rejoins() {
     );
     let all = sick.requests();
     let user: Vec<_> = all.iter().filter(|r| r.path != "/").collect();
-    assert_eq!(user.len(), 1, "exactly one user request reached the node: the one that failed");
+    assert_eq!(
+        user.len(),
+        1,
+        "exactly one user request reached the node: the one that failed"
+    );
     let checks = sick.requests_matching(&Match::Path("/".into()));
     assert!(checks.iter().all(|r| r.method == "GET"));
     let first_gap = checks[0].at - user[0].at;
@@ -99,9 +103,16 @@ async fn a_dead_node_gets_only_health_checks_on_schedule_then_rejoins() {
     let g = gaps(&checks[..4]);
     for (got, want) in g.iter().zip([400u64, 800, 1333]) {
         assert!(*got >= ms(want), "check came early: {got:?} < {want} ms");
-        assert!(*got < ms(want + 500), "check came late: {got:?} vs {want} ms");
+        assert!(
+            *got < ms(want + 500),
+            "check came late: {got:?} vs {want} ms"
+        );
     }
-    let snap = client.nodes().into_iter().find(|n| n.url == sick.url()).unwrap();
+    let snap = client
+        .nodes()
+        .into_iter()
+        .find(|n| n.url == sick.url())
+        .unwrap();
     assert!(!snap.alive);
     assert!(snap.failures >= 4);
     assert!(snap.next_check_in.is_some());
