@@ -86,34 +86,28 @@ pub async fn run(client: Client, template: Request, spec: LoadSpec) -> (Summary,
     let next = Arc::new(AtomicU64::new(0));
     let stats = Arc::new(Mutex::new(Stats::default()));
 
-    // `Client::send`'s future is not `Send` (yet), so the workers run as local tasks on
-    // this thread; the client's own background tasks still use the whole runtime. For
-    // an I/O-bound CLI on a small machine this costs nothing measurable.
-    let local = tokio::task::LocalSet::new();
-    local
-        .run_until(async {
-            let mut workers = tokio::task::JoinSet::new();
-            for _ in 0..spec.concurrency.max(1) {
-                let worker = Worker {
-                    client: client.clone(),
-                    template: template.clone(),
-                    stop: spec.stop,
-                    end,
-                    ticker: ticker.clone(),
-                    next: next.clone(),
-                    stats: stats.clone(),
-                    trace: spec.trace,
-                };
-                workers.spawn_local(worker.run());
-            }
-            while let Some(joined) = workers.join_next().await {
-                if let Err(e) = joined {
-                    // A worker can only end abnormally by panicking; report it, keep the rest.
-                    output::error_message(format!("a load worker failed: {e}"));
-                }
-            }
-        })
-        .await;
+    // Workers are ordinary tasks spread over the runtime's threads, all sharing one
+    // client, so node state carries from request to request.
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..spec.concurrency.max(1) {
+        let worker = Worker {
+            client: client.clone(),
+            template: template.clone(),
+            stop: spec.stop,
+            end,
+            ticker: ticker.clone(),
+            next: next.clone(),
+            stats: stats.clone(),
+            trace: spec.trace,
+        };
+        workers.spawn(worker.run());
+    }
+    while let Some(joined) = workers.join_next().await {
+        if let Err(e) = joined {
+            // A worker can only end abnormally by panicking; report it, keep the rest.
+            output::error_message(format!("a load worker failed: {e}"));
+        }
+    }
 
     let mut st = stats.lock().unwrap_or_else(PoisonError::into_inner);
     let stats = std::mem::take(&mut *st);
