@@ -1,0 +1,316 @@
+//! Per-request overhead of searchwire over a bare hyper-util legacy client.
+//!
+//! A keep-alive HTTP/1.1 server answering `200 {"ok":true}` runs on 127.0.0.1 on its own
+//! thread and its own single-threaded tokio runtime. Both clients run on a second,
+//! single-threaded runtime (criterion's `to_async`), use the same connector style
+//! (`HttpConnector`, `TCP_NODELAY`, keep-alive pool of 64 idle connections, 90 s idle
+//! timeout) and read the whole body, so the difference is what searchwire adds: request
+//! validation, node selection, header map building, tracing spans, the attempt timeout,
+//! classification and bookkeeping.
+//!
+//! Groups: `overhead/c1` (one request per iteration) and `overhead/c64` (an iteration is 64
+//! concurrent requests joined with `join_all`). Throughput is reported in requests.
+//!
+//! After criterion, a paired A/B run (bare and searchwire alternating block by block)
+//! prints medians of wall time, client-thread CPU time and per-request latency that a
+//! noisy, shared machine cannot bias toward either side; rounds via
+//! `PAIRED_ROUNDS_C1` (default 20000) and `PAIRED_ROUNDS_C64` (default 400), 0 skips it.
+//! Filter `paired` runs only it.
+//!
+//! Run: `cargo bench -p searchwire --bench overhead -- --warm-up-time 1 --measurement-time 5 --sample-size 20`
+
+// Benchmarks measure wall-clock time, which the library itself must not read directly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
+use futures_util::future::join_all;
+use http_body_util::{BodyExt, Full};
+use hyper::service::service_fn;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use searchwire::{Client, Request};
+
+const BODY: &[u8] = br#"{"ok":true}"#;
+
+/// Starts the server on its own thread and runtime; returns its address.
+fn start_server() -> SocketAddr {
+    let std_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    std_listener.set_nonblocking(true).unwrap();
+    let addr = std_listener.local_addr().unwrap();
+    std::thread::Builder::new()
+        .name("bench-server".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(std_listener).unwrap();
+                loop {
+                    let Ok((stream, _)) = listener.accept().await else {
+                        continue;
+                    };
+                    stream.set_nodelay(true).unwrap();
+                    tokio::spawn(async move {
+                        let svc = service_fn(|_req: http::Request<hyper::body::Incoming>| async {
+                            let resp = http::Response::builder()
+                                .status(200)
+                                .header(http::header::CONTENT_TYPE, "application/json")
+                                .body(Full::new(Bytes::from_static(BODY)))
+                                .unwrap();
+                            Ok::<_, Infallible>(resp)
+                        });
+                        let _ = hyper::server::conn::http1::Builder::new()
+                            .keep_alive(true)
+                            .serve_connection(TokioIo::new(stream), svc)
+                            .await;
+                    });
+                }
+            });
+        })
+        .unwrap();
+    addr
+}
+
+type Bare = HyperClient<HttpConnector, Full<Bytes>>;
+
+/// The baseline: what a hand-written hyper-util client would do per request.
+fn bare_client() -> Bare {
+    let mut http = HttpConnector::new();
+    http.set_nodelay(true);
+    http.set_connect_timeout(Some(Duration::from_secs(5)));
+    HyperClient::builder(TokioExecutor::new())
+        .pool_timer(TokioTimer::new())
+        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_max_idle_per_host(64)
+        .build(http)
+}
+
+async fn bare_get(client: &Bare, uri: &http::Uri) -> Bytes {
+    let req = http::Request::builder()
+        .uri(uri.clone())
+        .header(
+            http::header::USER_AGENT,
+            concat!("searchwire/", env!("CARGO_PKG_VERSION")),
+        )
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let resp = client.request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.into_body().collect().await.unwrap().to_bytes()
+}
+
+async fn sw_get(client: &Client) -> Bytes {
+    let resp = client.send(Request::get("/")).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.body().clone()
+}
+
+fn overhead(c: &mut Criterion) {
+    let addr = start_server();
+    let url = format!("http://{addr}");
+    let uri: http::Uri = format!("{url}/").parse().unwrap();
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let bare = bare_client();
+    let sw = Client::builder()
+        .node(url.clone())
+        .build()
+        .expect("searchwire client");
+
+    // Sanity check and connection warm-up (64 connections for each client).
+    rt.block_on(async {
+        assert_eq!(&bare_get(&bare, &uri).await[..], BODY);
+        assert_eq!(&sw_get(&sw).await[..], BODY);
+        join_all((0..64).map(|_| bare_get(&bare, &uri))).await;
+        join_all((0..64).map(|_| sw_get(&sw))).await;
+    });
+
+    for conc in [1usize, 64] {
+        let mut g = c.benchmark_group(format!("overhead/c{conc}"));
+        g.throughput(Throughput::Elements(conc as u64));
+        g.bench_function(BenchmarkId::from_parameter("bare"), |b| {
+            b.to_async(&rt).iter(|| async {
+                if conc == 1 {
+                    bare_get(&bare, &uri).await;
+                } else {
+                    join_all((0..conc).map(|_| bare_get(&bare, &uri))).await;
+                }
+            })
+        });
+        g.bench_function(BenchmarkId::from_parameter("searchwire"), |b| {
+            b.to_async(&rt).iter(|| async {
+                if conc == 1 {
+                    sw_get(&sw).await;
+                } else {
+                    join_all((0..conc).map(|_| sw_get(&sw))).await;
+                }
+            })
+        });
+        g.finish();
+    }
+}
+
+/// Paired A/B run, robust to the machine's load drifting between criterion's (sequential)
+/// benchmarks: bare and searchwire alternate block by block (ABBA order) on the same
+/// runtime, connections and server. Per block it records the wall time and the client
+/// thread's CPU time (from `/proc/thread-self/schedstat`; the server runs on another
+/// thread), and it records every request's own latency. Prints medians and ratios.
+fn paired() {
+    let rounds_c1: usize = env_usize("PAIRED_ROUNDS_C1", 20_000);
+    let rounds_c64: usize = env_usize("PAIRED_ROUNDS_C64", 400);
+    if rounds_c1 == 0 && rounds_c64 == 0 {
+        return;
+    }
+    let addr = start_server();
+    let url = format!("http://{addr}");
+    let uri: http::Uri = format!("{url}/").parse().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let bare = bare_client();
+    let sw = Client::builder()
+        .node(url)
+        .build()
+        .expect("searchwire client");
+    println!();
+    println!("paired A/B: blocks alternate ABBA; per block: wall time and client-thread CPU time");
+    println!(
+        "{:<5} {:>7} | {:>9} {:>9} {:>7} | {:>9} {:>9} {:>7} | {:>9} {:>9} {:>7}",
+        "conc",
+        "reqs",
+        "bare µs",
+        "sw µs",
+        "sw/bare",
+        "bare cpu",
+        "sw cpu",
+        "sw/bare",
+        "bare req/s",
+        "sw req/s",
+        "sw/bare"
+    );
+    rt.block_on(async {
+        join_all((0..64).map(|_| bare_get(&bare, &uri))).await;
+        join_all((0..64).map(|_| sw_get(&sw))).await;
+        for (conc, rounds, per_block) in [(1usize, rounds_c1, 100usize), (64, rounds_c64, 2)] {
+            if rounds == 0 {
+                continue;
+            }
+            let blocks = rounds.div_ceil(per_block);
+            // Per block (wall, cpu) per request, in µs; and every request's latency.
+            let (mut bw, mut sww) = (Vec::new(), Vec::new());
+            let (mut bl, mut swl) = (Vec::new(), Vec::new());
+            for i in 0..blocks {
+                let run_bare = || async {
+                    let (t, c) = (std::time::Instant::now(), thread_cpu_ns());
+                    let mut lat = Vec::with_capacity(per_block * conc);
+                    for _ in 0..per_block {
+                        lat.extend(
+                            join_all((0..conc).map(|_| async {
+                                let t = std::time::Instant::now();
+                                bare_get(&bare, &uri).await;
+                                t.elapsed()
+                            }))
+                            .await,
+                        );
+                    }
+                    (t.elapsed(), thread_cpu_ns() - c, lat)
+                };
+                let run_sw = || async {
+                    let (t, c) = (std::time::Instant::now(), thread_cpu_ns());
+                    let mut lat = Vec::with_capacity(per_block * conc);
+                    for _ in 0..per_block {
+                        lat.extend(
+                            join_all((0..conc).map(|_| async {
+                                let t = std::time::Instant::now();
+                                sw_get(&sw).await;
+                                t.elapsed()
+                            }))
+                            .await,
+                        );
+                    }
+                    (t.elapsed(), thread_cpu_ns() - c, lat)
+                };
+                let (x, y) = if i % 2 == 0 {
+                    let x = run_bare().await;
+                    (x, run_sw().await)
+                } else {
+                    let y = run_sw().await;
+                    (run_bare().await, y)
+                };
+                let n = (per_block * conc) as f64;
+                bw.push((x.0.as_secs_f64() * 1e6 / n, x.1 as f64 / 1e3 / n));
+                sww.push((y.0.as_secs_f64() * 1e6 / n, y.1 as f64 / 1e3 / n));
+                bl.extend(x.2);
+                swl.extend(y.2);
+            }
+            let med = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let bwall = med(bw.iter().map(|p| p.0).collect());
+            let swall = med(sww.iter().map(|p| p.0).collect());
+            let bcpu = med(bw.iter().map(|p| p.1).collect());
+            let swcpu = med(sww.iter().map(|p| p.1).collect());
+            println!(
+                "{:<5} {:>7} | {:>9.2} {:>9.2} {:>7.3} | {:>9.2} {:>9.2} {:>7.3} | {:>9.0} {:>9.0} {:>7.3}",
+                conc, blocks * per_block * conc,
+                bwall, swall, swall / bwall,
+                bcpu, swcpu, swcpu / bcpu,
+                1e6 / bwall, 1e6 / swall, bwall / swall,
+            );
+            let lat = |v: &mut Vec<Duration>, p: f64| {
+                v.sort();
+                v[((v.len() - 1) as f64 * p) as usize].as_secs_f64() * 1e6
+            };
+            let (b50, s50) = (lat(&mut bl, 0.5), lat(&mut swl, 0.5));
+            println!(
+                "      per-request latency: p50 bare {:.1} µs, searchwire {:.1} µs (added {:.1} µs); p90 bare {:.1}, searchwire {:.1}",
+                b50, s50, s50 - b50, lat(&mut bl, 0.9), lat(&mut swl, 0.9)
+            );
+        }
+    });
+    println!("(µs columns are per request: block wall or CPU time / requests in the block; medians over blocks)");
+}
+
+/// CPU time consumed by the calling thread so far, in ns (Linux; 0 elsewhere).
+fn thread_cpu_ns() -> u64 {
+    std::fs::read_to_string("/proc/thread-self/schedstat")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+criterion_group!(benches, overhead);
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    // Only under `cargo bench` (which passes --bench), not `cargo test --benches`, and
+    // not when a filter selects only some criterion benchmarks.
+    let args: Vec<String> = std::env::args().collect();
+    let filtered = args
+        .iter()
+        .skip(1)
+        .any(|a| !a.starts_with('-') && a.parse::<f64>().is_err());
+    if args.iter().any(|a| a == "--bench") && (!filtered || args.iter().any(|a| a == "paired")) {
+        paired();
+    }
+}
