@@ -189,7 +189,7 @@ impl Client {
         let started = Instant::now();
         let result = self
             .inner
-            .execute(&request, id)
+            .execute(&request, id, started)
             .instrument(span.clone())
             .await;
         let (status, attempts, error) = match &result {
@@ -291,14 +291,17 @@ impl Inner {
         self: &Arc<Self>,
         request: &Request,
         request_id: u64,
+        start: Instant,
     ) -> Result<Response, Error> {
-        let start = Instant::now();
         let deadline = self.effective_deadline(request, start);
         let attempt_timeout = request.attempt_timeout.or(self.attempt_timeout);
         let idempotent = request.is_idempotent();
         let query = encode_query(&request.query);
         let mut attempts: Vec<Attempt> = Vec::new();
-        let mut tried: Vec<usize> = Vec::new();
+        // Nodes already tried by this request, so retries prefer other nodes. Inline (no
+        // allocation on the hot path); past 8 attempts older entries are forgotten, which
+        // only means a retry may revisit a node.
+        let mut tried = [0usize; 8];
         let mut prev_delay = Duration::ZERO;
 
         if deadline.is_some_and(|d| d <= start) {
@@ -310,14 +313,15 @@ impl Inner {
 
         loop {
             let number = attempts.len() as u32 + 1;
-            let Some(node) = self.pool.select(&tried) else {
+            let seen = (number as usize - 1).min(tried.len());
+            let Some(node) = self.pool.select(&tried[..seen]) else {
                 return Err(Error::new(
                     ErrorKind::NoNodeReachable,
                     "no node reachable: no node is alive and none has ever answered",
                 )
                 .with_attempts(attempts));
             };
-            tried.push(crate::pool::node_key(&node));
+            tried[(number as usize - 1) % 8] = crate::pool::node_key(&node);
             let http_req = self.build_http(request, &node.addr, &query)?;
             let span = tracing::debug_span!(
                 "searchwire.attempt",
@@ -401,7 +405,7 @@ impl Inner {
             self.update_node(&node, &result);
             attempts.push(Attempt {
                 number,
-                node: node.addr.to_string(),
+                node: node.addr.shared(),
                 outcome: result.kind,
                 status,
                 elapsed,
@@ -419,7 +423,7 @@ impl Inner {
                     status: raw.status,
                     headers: raw.headers,
                     body: raw.body,
-                    node: node.addr.to_string(),
+                    node: node.addr.shared(),
                     attempts,
                 });
             }
@@ -658,7 +662,7 @@ fn final_error(
             status: raw.status,
             headers: raw.headers,
             body: raw.body,
-            node: node.addr.to_string(),
+            node: node.addr.shared(),
             attempts: Vec::new(),
         });
     }

@@ -6,10 +6,9 @@
 //! over a connection that may be stalled (opensearch-go reuses a timed-out HTTP/2
 //! connection for the retry; we never do).
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -62,11 +61,14 @@ pub(crate) struct ConnSettings {
 type Https = hyper_rustls::HttpsConnector<HttpConnector>;
 type Pool = HyperClient<Https, Full<Bytes>>;
 
+/// Where a node's connection pool lives (inside its [`NodeAddr`]): empty until the first
+/// request, emptied again by [`Connector::reset`]. Loading it is lock-free.
+pub(crate) type ConnSlot = arc_swap::ArcSwapOption<Pool>;
+
 /// The production connector: hyper 1 over rustls, one pool per node.
 pub(crate) struct HyperConnector {
     settings: ConnSettings,
     https: Https,
-    pools: Mutex<HashMap<NodeAddr, Pool>>,
 }
 
 impl HyperConnector {
@@ -101,36 +103,38 @@ impl HyperConnector {
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
-        Ok(HyperConnector {
-            settings,
-            https,
-            pools: Mutex::new(HashMap::new()),
-        })
+        Ok(HyperConnector { settings, https })
     }
 
-    fn pool(&self, node: &NodeAddr) -> Pool {
-        let mut pools = match self.pools.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        if let Some(p) = pools.get(node) {
-            return p.clone();
-        }
-        let p = HyperClient::builder(TokioExecutor::new())
-            .pool_timer(TokioTimer::new())
-            .pool_idle_timeout(self.settings.pool_idle_timeout)
-            .pool_max_idle_per_host(self.settings.pool_max_idle_per_node)
-            .build(self.https.clone());
-        pools.insert(node.clone(), p.clone());
-        p
+    fn new_pool(&self) -> Arc<Pool> {
+        Arc::new(
+            HyperClient::builder(TokioExecutor::new())
+                .pool_timer(TokioTimer::new())
+                .pool_idle_timeout(self.settings.pool_idle_timeout)
+                .pool_max_idle_per_host(self.settings.pool_max_idle_per_node)
+                .build(self.https.clone()),
+        )
     }
 }
 
 impl Connector for HyperConnector {
     fn send(&self, node: &NodeAddr, req: http::Request<Full<Bytes>>) -> SendFuture {
-        let pool = self.pool(node);
+        let fut = {
+            let guard = node.conn.load();
+            match &*guard {
+                Some(pool) => pool.request(req),
+                None => {
+                    // First use (or first after a reset). Two racing requests may each
+                    // create a pool; the last store wins and the other is dropped once its
+                    // request finishes. Harmless, and it keeps the hot path lock-free.
+                    let pool = self.new_pool();
+                    node.conn.store(Some(Arc::clone(&pool)));
+                    pool.request(req)
+                }
+            }
+        };
         Box::pin(async move {
-            let resp = pool.request(req).await.map_err(|e| {
+            let resp = fut.await.map_err(|e| {
                 let kind = classify_send_error(e.is_connect(), &e);
                 SendError {
                     kind,
@@ -157,12 +161,8 @@ impl Connector for HyperConnector {
     }
 
     fn reset(&self, node: &NodeAddr) {
-        let mut pools = match self.pools.lock() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
         // Dropping our handle drops the pool's idle connections once in-flight requests
-        // holding clones finish; new requests get a new, empty pool.
-        pools.remove(node);
+        // holding it finish; new requests get a new, empty pool.
+        node.conn.store(None);
     }
 }

@@ -65,7 +65,7 @@ pub struct Attempt {
     /// 1-based attempt number.
     pub number: u32,
     /// The node's URL, without credentials.
-    pub node: String,
+    pub node: std::sync::Arc<str>,
     /// The classified outcome.
     pub outcome: OutcomeKind,
     /// The HTTP status, when the node answered.

@@ -77,13 +77,33 @@ fn base64_encode(input: &[u8]) -> String {
 
 /// A node's validated address: scheme, host, port and optional path prefix. Credentials
 /// embedded in the URL are split off; the address's `Display` never shows them.
-#[derive(Clone, PartialEq, Eq, Hash)]
+///
+/// Two addresses are equal when their URLs are. Clones share the node's connection pool.
+#[derive(Clone)]
 pub struct NodeAddr {
     scheme: String,
     host: String,
     port: u16,
     prefix: String,
-    display: String,
+    display: std::sync::Arc<str>,
+    /// This node's keep-alive connection pool, created on first use by the connector and
+    /// dropped by `Connector::reset`. Lives with the address so the send path needs no
+    /// shared map and no lock.
+    pub(crate) conn: std::sync::Arc<crate::conn::ConnSlot>,
+}
+
+impl PartialEq for NodeAddr {
+    fn eq(&self, other: &NodeAddr) -> bool {
+        self.display == other.display
+    }
+}
+
+impl Eq for NodeAddr {}
+
+impl std::hash::Hash for NodeAddr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.display.hash(state);
+    }
 }
 
 impl NodeAddr {
@@ -156,7 +176,8 @@ impl NodeAddr {
                 host,
                 port,
                 prefix,
-                display,
+                display: display.into(),
+                conn: Default::default(),
             },
             creds,
         ))
@@ -170,7 +191,8 @@ impl NodeAddr {
             host: host.to_string(),
             port,
             prefix: prefix.to_string(),
-            display,
+            display: display.into(),
+            conn: Default::default(),
         }
     }
 
@@ -197,6 +219,11 @@ impl NodeAddr {
     /// The URL without credentials, e.g. `http://127.0.0.1:9201`.
     pub fn as_str(&self) -> &str {
         &self.display
+    }
+
+    /// The URL without credentials, shared (no allocation).
+    pub(crate) fn shared(&self) -> std::sync::Arc<str> {
+        std::sync::Arc::clone(&self.display)
     }
 
     /// The full URI for a path and an already-encoded query string.

@@ -55,6 +55,9 @@ pub(crate) struct PoolNode {
     alive: AtomicBool,
     /// `os.allocated_processors` from discovery; 0 when unknown.
     pub cores: AtomicU32,
+    /// Set when the node is alive, viable, without failures and without an auth
+    /// rejection, so that recording another answer has nothing to change.
+    clean: AtomicBool,
     health: Mutex<NodeHealth>,
 }
 
@@ -66,6 +69,7 @@ impl PoolNode {
             seed,
             alive: AtomicBool::new(seed),
             cores: AtomicU32::new(cores),
+            clean: AtomicBool::new(false),
             health: Mutex::new(NodeHealth {
                 viable: seed,
                 ..NodeHealth::default()
@@ -328,6 +332,7 @@ impl Pool {
     /// Records a connectivity failure: marks the node dead (or keeps it dead) and
     /// schedules its next resurrection check.
     pub(crate) fn mark_failed(&self, node: &PoolNode, now: Instant, reason: &str) -> Transition {
+        node.clean.store(false, Ordering::Release);
         let was_alive = node.alive.swap(false, Ordering::AcqRel);
         let failures = {
             let mut h = node.health_mut();
@@ -361,6 +366,10 @@ impl Pool {
 
     /// Records that the node answered: it is alive, viable, and its failures reset.
     pub(crate) fn mark_answered(&self, node: &PoolNode, auth_rejected: Option<u16>) -> Transition {
+        // Hot path: a healthy node answering again changes nothing; skip the lock.
+        if auth_rejected.is_none() && node.is_alive() && node.clean.load(Ordering::Acquire) {
+            return Transition::None;
+        }
         let was_alive = node.alive.swap(true, Ordering::AcqRel);
         let (failures, dead_for) = {
             let mut h = node.health_mut();
@@ -371,6 +380,7 @@ impl Pool {
             h.viable = true;
             h.last_error = None;
             h.auth_rejected = auth_rejected;
+            node.clean.store(auth_rejected.is_none(), Ordering::Release);
             (f, since)
         };
         if !was_alive && dead_for.is_none() && failures == 0 {

@@ -11,7 +11,7 @@ pub struct Response {
     pub(crate) status: StatusCode,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
-    pub(crate) node: String,
+    pub(crate) node: std::sync::Arc<str>,
     pub(crate) attempts: Vec<Attempt>,
 }
 

@@ -357,14 +357,14 @@ impl Load {
                                 Ok(resp.node().to_string()),
                                 resp.attempts()
                                     .iter()
-                                    .map(|a| (a.node.clone(), a.outcome))
+                                    .map(|a| (a.node.to_string(), a.outcome))
                                     .collect(),
                             ),
                             Err(e) => (
                                 Err(format!("{e} [{e:?}]")),
                                 e.attempts()
                                     .iter()
-                                    .map(|a| (a.node.clone(), a.outcome))
+                                    .map(|a| (a.node.to_string(), a.outcome))
                                     .collect(),
                             ),
                         };
