@@ -39,9 +39,75 @@ pub enum Command {
     /// Send one request (or a load of them) through a searchwire client.
     #[command(after_help = REQUEST_AFTER_HELP)]
     Request(Box<RequestArgs>),
+    /// Health-check every node once (or every DUR with --watch) and print a report.
+    #[command(after_help = HEALTH_AFTER_HELP)]
+    Health(HealthArgs),
     /// Show how searchwire computes its schedules and defaults.
     #[command(subcommand)]
     Explain(ExplainCommand),
+}
+
+const HEALTH_AFTER_HELP: &str = "\
+Each node gets GET / (reachability, version, distribution) and, when that succeeds, a probe of \
+GET /_cluster/health?local=true (capability: available, or unavailable when the credentials \
+lack cluster:monitor/health; pending when the probe failed transiently). A node that answers \
+401/403 is alive: its credentials problem is shown as its last error.
+Output: a table, or with --json one object per check: \
+{\"cluster_name\",\"status\":\"green|yellow|red|unknown\",\"nodes\":[{\"url\",\"state\":\"alive|dead\",\
+\"capability\":\"pending|available|unavailable\",\"version\",\"distribution\",\"last_error\"}]}; \
+status is unknown when no node could report cluster health.
+Exit codes: 0 at least one node reachable, 2 usage or configuration error, 4 no node \
+reachable, 5 every reachable node rejected the credentials.";
+
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    #[arg(
+        long = "url",
+        value_name = "URL[,URL...]",
+        required = true,
+        value_delimiter = ',',
+        action = ArgAction::Append,
+        help = "Node URLs, comma-separated; may be repeated (http(s)://[user:pass@]host[:port])"
+    )]
+    pub urls: Vec<String>,
+
+    #[arg(
+        long,
+        value_name = "U",
+        conflicts_with = "bearer",
+        help = "Basic-auth user; needs --password (or SEARCHWIRE_PASSWORD)"
+    )]
+    pub user: Option<String>,
+
+    #[arg(
+        long,
+        value_name = "P",
+        requires = "user",
+        help = "Basic-auth password; falls back to the environment variable \
+                SEARCHWIRE_PASSWORD (safer: not visible in the process list). Never printed"
+    )]
+    pub password: Option<String>,
+
+    #[arg(long, value_name = "TOKEN", help = "Send Authorization: Bearer TOKEN")]
+    pub bearer: Option<String>,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        help = "Trust the CA certificate(s) in this PEM file (in addition to the system roots)"
+    )]
+    pub ca_cert: Option<PathBuf>,
+
+    #[arg(long, help = "Print one JSON object (one line per check with --watch)")]
+    pub json: bool,
+
+    #[arg(
+        long,
+        value_name = "DUR",
+        value_parser = parse_positive_duration,
+        help = "Check again every DUR until interrupted, e.g. 10s"
+    )]
+    pub watch: Option<Duration>,
 }
 
 const REQUEST_AFTER_HELP: &str = "\

@@ -3,6 +3,8 @@
 //! - `searchwire request METHOD PATH --url ...` sends a request (or a load of them with
 //!   `--repeat`/`--for`) through one `searchwire::Client`, with the client's retries,
 //!   deadlines and failover, and reports what happened on every attempt.
+//! - `searchwire health --url ...` health-checks every node (`GET /` and the cluster-health
+//!   capability probe) and prints a table or JSON, once or every `--watch` interval.
 //! - `searchwire explain resurrection|defaults` prints the dead-node resurrection schedule
 //!   and the defaults table from the library's own code.
 //!
@@ -13,6 +15,7 @@
 mod args;
 mod exit;
 mod explain;
+mod health;
 mod load;
 mod output;
 mod request;
@@ -23,7 +26,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, Parser};
 use tracing_subscriber::EnvFilter;
 
-use crate::args::{Cli, Command, ExplainCommand, RequestArgs, PASSWORD_ENV};
+use crate::args::{Cli, Command, ExplainCommand, HealthArgs, RequestArgs, PASSWORD_ENV};
 use crate::request::Auth;
 
 /// Worker threads of the runtime: a CLI needs few, and two let the client's background
@@ -47,45 +50,62 @@ fn main() -> ExitCode {
             exit::SUCCESS
         }
         Command::Request(a) => run_request(*a),
+        Command::Health(a) => run_health(a),
     };
     ExitCode::from(code)
 }
 
-fn run_request(a: RequestArgs) -> u8 {
-    let auth = resolve_auth(&a);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
+fn runtime() -> Result<tokio::runtime::Runtime, u8> {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(WORKER_THREADS)
         .enable_all()
         .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
+        .map_err(|e| {
             output::error_message(format!("cannot start the async runtime: {e}"));
-            return exit::HTTP_ERROR;
-        }
-    };
-    runtime.block_on(request::run(a, auth))
+            exit::HTTP_ERROR
+        })
+}
+
+fn run_request(a: RequestArgs) -> u8 {
+    let auth = resolve_auth("request", &a.bearer, &a.user, &a.password);
+    match runtime() {
+        Ok(rt) => rt.block_on(request::run(a, auth)),
+        Err(code) => code,
+    }
+}
+
+fn run_health(a: HealthArgs) -> u8 {
+    let auth = resolve_auth("health", &a.bearer, &a.user, &a.password);
+    match runtime() {
+        Ok(rt) => rt.block_on(health::run(a, auth)),
+        Err(code) => code,
+    }
 }
 
 /// `--user` needs a password, from `--password` or `SEARCHWIRE_PASSWORD`; without one it is
 /// a usage error (exit 2). The password is never printed.
-fn resolve_auth(a: &RequestArgs) -> Auth {
-    if let Some(token) = &a.bearer {
+fn resolve_auth(
+    command: &str,
+    bearer: &Option<String>,
+    user: &Option<String>,
+    password: &Option<String>,
+) -> Auth {
+    if let Some(token) = bearer {
         return Auth::Bearer(token.clone());
     }
-    let Some(user) = &a.user else {
+    let Some(user) = user else {
         return Auth::None;
     };
-    let password = match &a.password {
+    let password = match password {
         Some(p) => p.clone(),
         None => match std::env::var(PASSWORD_ENV) {
             Ok(p) => p,
             Err(std::env::VarError::NotPresent) => usage_error(
-                &["request"],
+                &[command],
                 format!("--user needs a password: pass --password or set {PASSWORD_ENV}"),
             ),
             Err(std::env::VarError::NotUnicode(_)) => usage_error(
-                &["request"],
+                &[command],
                 format!("the environment variable {PASSWORD_ENV} is not valid UTF-8"),
             ),
         },

@@ -644,3 +644,166 @@ async fn help_states_defaults_from_the_library() {
         assert!(text.contains(&needle), "{needle} missing: {text}");
     }
 }
+
+// ---- health ------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_json_reports_every_node_and_exits_0() {
+    let c = cluster(2).await;
+    let out = run(&["health", "--url", &urls(&c), "--json"]).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let v = json(&text);
+    assert_eq!(v["cluster_name"], searchwire_fake::CLUSTER_NAME);
+    assert_eq!(v["status"], "green");
+    let nodes = v["nodes"].as_array().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(nodes.len(), 2);
+    for (n, node) in nodes.iter().zip(c.nodes()) {
+        assert_eq!(
+            n,
+            &serde_json::json!({
+                "url": node.url(),
+                "state": "alive",
+                "capability": "available",
+                "version": searchwire_fake::VERSION,
+                "distribution": "opensearch",
+                "last_error": null,
+            })
+        );
+        // GET / and the probe, with local=true and nothing else.
+        let probes = node.requests_matching(&Match::Path("/_cluster/health".into()));
+        assert_eq!(probes.len(), 1);
+        assert_eq!(probes[0].query.as_deref(), Some("local=true"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_table_shows_capability_and_credential_problems() {
+    let c = cluster(3).await;
+    c.node(1).on(
+        Match::Path("/_cluster/health".into()),
+        Behavior::status(403),
+    );
+    c.node(2).on(Match::Any, Behavior::status(401));
+    let out = run(&["health", "--url", &urls(&c)]).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(lines[0].contains("status: green"), "{text}");
+    assert!(lines[0].contains("reachable: 3/3"), "{text}");
+    assert!(lines[1].starts_with("NODE"), "{text}");
+    assert!(
+        lines[2].contains("available") && lines[2].contains("2.19.0"),
+        "{text}"
+    );
+    assert!(lines[3].contains("unavailable"), "{text}");
+    assert!(lines[4].contains("alive"), "{text}");
+    assert!(lines[4].contains("credentials rejected (401)"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_status_is_unknown_when_no_node_can_report_cluster_health() {
+    let c = cluster(2).await;
+    for n in c.nodes() {
+        n.on(
+            Match::Path("/_cluster/health".into()),
+            Behavior::status(403),
+        );
+    }
+    let out = run(&["health", "--url", &urls(&c), "--json"]).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    assert_eq!(v["status"], "unknown");
+    assert_eq!(
+        v["cluster_name"],
+        searchwire_fake::CLUSTER_NAME,
+        "from GET /"
+    );
+    assert!(v["nodes"]
+        .as_array()
+        .is_some_and(|a| a.iter().all(|n| n["capability"] == "unavailable")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_exits_5_when_every_reachable_node_rejects_the_credentials() {
+    let c = cluster(2).await;
+    for n in c.nodes() {
+        n.on(Match::Any, Behavior::status(401));
+    }
+    c.node(1).kill().await;
+    let out = run(&[
+        "health",
+        "--url",
+        &urls(&c),
+        "--user",
+        "alice",
+        "--password",
+        "hunter2",
+        "--json",
+    ])
+    .await;
+    assert_eq!(code(&out), 5, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    assert_eq!(v["nodes"][0]["state"], "alive");
+    assert_eq!(v["nodes"][0]["last_error"], "credentials rejected (401)");
+    assert_eq!(v["nodes"][1]["state"], "dead");
+    assert!(!stdout(&out).contains("hunter2") && !stderr(&out).contains("hunter2"));
+    // The credentials were sent.
+    let sent = c.node(0).requests();
+    assert!(sent[0].header("authorization").is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_exits_4_when_no_node_is_reachable() {
+    let c = cluster(2).await;
+    for n in c.nodes() {
+        n.kill().await;
+    }
+    let out = run(&["health", "--url", &urls(&c), "--json"]).await;
+    assert_eq!(code(&out), 4, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    assert_eq!(v["status"], "unknown");
+    assert!(v["nodes"].as_array().is_some_and(|a| a
+        .iter()
+        .all(|n| n["state"] == "dead" && n["last_error"].is_string())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_watch_prints_one_json_line_per_check_until_interrupted() {
+    use tokio::io::AsyncBufReadExt;
+    let c = cluster(1).await;
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["health", "--url", &urls(&c), "--json", "--watch", "50ms"])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {BIN}: {e}"));
+    let stdout = child.stdout.take().unwrap_or_else(|| panic!("no stdout"));
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    for i in 0..3 {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .unwrap_or_else(|_| panic!("no line {i} within 20 s"))
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("stdout closed after {i} lines"));
+        assert_eq!(json(&line)["status"], "green");
+    }
+    // Each check visits the node again: GET / three times at least.
+    assert!(c.node(0).requests_matching(&Match::Path("/".into())).len() >= 3);
+    let _ = child.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_usage_errors_exit_2() {
+    let out = run(&["health"]).await;
+    assert_eq!(code(&out), 2);
+    let out = run(&["health", "--url", "http://127.0.0.1:1", "--watch", "0s"]).await;
+    assert_eq!(code(&out), 2);
+    let out = run(&["health", "--url", "http://127.0.0.1:1", "--user", "u"]).await;
+    assert_eq!(code(&out), 2);
+    assert!(stderr(&out).contains("password"), "{}", stderr(&out));
+}

@@ -61,6 +61,13 @@ pub(crate) struct Inner {
     pub(crate) next_request_id: AtomicU64,
     pub(crate) resurrection_timers: bool,
     pub(crate) health_timeout: Duration,
+    /// When Unavailable nodes are probed for cluster health again.
+    pub(crate) reprobe: crate::capability::ReprobePolicy,
+    /// The user's callback applied to every background request.
+    pub(crate) health_modifier: Option<crate::health::RequestModifier>,
+    /// Periodic refresh of live nodes' cluster health (see `refresh`).
+    pub(crate) health_refresh: bool,
+    pub(crate) refresh_started: std::sync::atomic::AtomicBool,
     /// Discovery settings and state (the background task holds only a `Weak<Inner>`).
     pub(crate) discovery: crate::discovery::Discovery,
     /// Dropped with the client: wakes and ends every background task.
@@ -155,13 +162,18 @@ impl Client {
                 next_request_id: AtomicU64::new(1),
                 resurrection_timers: b.resurrection_timers,
                 health_timeout: b.health_timeout,
+                reprobe: b.reprobe,
+                health_modifier: b.health_modifier,
+                health_refresh: b.health_refresh,
+                refresh_started: std::sync::atomic::AtomicBool::new(false),
                 discovery,
                 wall_clock: system_now,
                 shutdown: tokio::sync::watch::channel(()).0,
             }),
         };
-        // Outside a runtime this is a no-op; the first request starts it then.
+        // Outside a runtime these are no-ops; the first request starts them then.
         crate::discovery::ensure_started(&client.inner);
+        crate::refresh::ensure_started(&client.inner);
         client
     }
 
@@ -174,6 +186,7 @@ impl Client {
     pub async fn send(&self, request: Request) -> Result<Response, Error> {
         request.validate()?;
         crate::discovery::ensure_started(&self.inner);
+        crate::refresh::ensure_started(&self.inner);
         let id = self.inner.next_request_id.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!(
             "searchwire.request",
@@ -510,9 +523,12 @@ impl Inner {
                 crate::discovery::node_died(self);
             }
         } else if result.kind.node_answered() {
+            // A 403 cluster block (read-only index, full disk) means the credentials were
+            // accepted and the cluster refused the write: neither death nor an auth problem.
             let auth = result
                 .raw
                 .as_ref()
+                .filter(|r| !is_cluster_block(r.status.as_u16(), &r.body))
                 .map(|r| r.status.as_u16())
                 .filter(|s| *s == 401 || *s == 403);
             if self.pool.mark_answered(node, auth) == Transition::Revived {
@@ -550,6 +566,11 @@ fn encode_query(pairs: &[(String, String)]) -> String {
     url::form_urlencoded::Serializer::new(String::new())
         .extend_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .finish()
+}
+
+/// Whether a response is a 403 `cluster_block_exception`.
+pub(crate) fn is_cluster_block(status: u16, body: &[u8]) -> bool {
+    status == 403 && error_reason(body).is_some_and(|r| r.contains("cluster_block_exception"))
 }
 
 /// The `error.reason` (or `error.type`) of an OpenSearch error body, shortened.

@@ -59,6 +59,9 @@ pub struct ClientBuilder {
     pub(crate) observer: Option<Arc<dyn Observer>>,
     pub(crate) resurrection_timers: bool,
     pub(crate) health_timeout: Duration,
+    pub(crate) reprobe: crate::capability::ReprobePolicy,
+    pub(crate) health_refresh: bool,
+    pub(crate) health_modifier: Option<crate::health::RequestModifier>,
     pub(crate) discovery: crate::discovery::DiscoveryConfig,
 }
 
@@ -84,6 +87,9 @@ impl Default for ClientBuilder {
             observer: None,
             resurrection_timers: true,
             health_timeout: defaults::HEALTH_CHECK_TIMEOUT,
+            reprobe: crate::capability::ReprobePolicy::default(),
+            health_refresh: defaults::HEALTH_REFRESH,
+            health_modifier: None,
             discovery: crate::discovery::DiscoveryConfig::default(),
         }
     }
@@ -107,6 +113,10 @@ impl fmt::Debug for ClientBuilder {
             .field("backoff", &self.backoff)
             .field("attempt_timeout", &self.attempt_timeout)
             .field("deadline", &self.deadline)
+            .field(
+                "health_check_request_modifier",
+                &self.health_modifier.is_some(),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -280,6 +290,74 @@ impl ClientBuilder {
         self
     }
 
+    /// How long a node whose credentials lack `cluster:monitor/health` (its probe of
+    /// `/_cluster/health?local=true` answered 401/403: capability *Unavailable*) is
+    /// health-checked with `GET /` before it is probed again (default 4 h, ± the
+    /// [`health_check_jitter`](Self::health_check_jitter)). `Duration::ZERO` means the
+    /// default.
+    ///
+    /// The reference's `MaxRetryClusterHealth` maps as: `0` → `Duration::ZERO` (the
+    /// default), a positive value → that duration, a negative value →
+    /// [`disable_cluster_health_reprobe`](Self::disable_cluster_health_reprobe).
+    pub fn cluster_health_reprobe_after(mut self, after: Duration) -> ClientBuilder {
+        self.reprobe.after = Some(if after.is_zero() {
+            defaults::CLUSTER_HEALTH_REPROBE_AFTER
+        } else {
+            after
+        });
+        self
+    }
+
+    /// Never probes an Unavailable node again: once a node denied
+    /// `/_cluster/health?local=true`, it is health-checked with `GET /` for the life of the
+    /// client. Nodes that were never probed (Pending) are still probed once. This is the
+    /// reference's negative `MaxRetryClusterHealth`.
+    pub fn disable_cluster_health_reprobe(mut self) -> ClientBuilder {
+        self.reprobe.after = None;
+        self
+    }
+
+    /// Relative jitter of the cluster-health re-probe interval, from 0 (none) to below 1
+    /// (default 0.1: ± 10 %), so clients started together do not re-probe together.
+    pub fn health_check_jitter(mut self, fraction: f64) -> ClientBuilder {
+        self.reprobe.jitter = fraction;
+        self
+    }
+
+    /// Whether to refresh the stored cluster health of every live node that serves
+    /// `/_cluster/health?local=true` periodically (default: yes). The interval is
+    /// `clamp(live × clients_per_server / health_check_rate, 5 s, 5 min)`, recomputed after
+    /// each cycle; single-node clusters are not refreshed. The same cycle gives live nodes
+    /// that were never health-checked their `GET /` and capability probe. It never marks a
+    /// node dead (user requests and resurrection checks decide that).
+    pub fn health_refresh(mut self, yes: bool) -> ClientBuilder {
+        self.health_refresh = yes;
+        self
+    }
+
+    /// A callback applied to every background request — health checks (`GET /` and
+    /// `/_cluster/health?local=true`), capability probes, the periodic refresh and discovery
+    /// — after the client's default headers and credentials were set: for custom auth
+    /// headers or request signing. The reference's `HealthCheckRequestModifier`.
+    ///
+    /// ```
+    /// let client = searchwire::Client::builder()
+    ///     .node("http://localhost:9200")
+    ///     .health_check_request_modifier(|req| {
+    ///         req.headers_mut()
+    ///             .insert("x-custom-auth", http::HeaderValue::from_static("my-token"));
+    ///     })
+    ///     .build();
+    /// # let _ = client;
+    /// ```
+    pub fn health_check_request_modifier(
+        mut self,
+        modifier: impl Fn(&mut http::Request<()>) + Send + Sync + 'static,
+    ) -> ClientBuilder {
+        self.health_modifier = Some(Arc::new(modifier));
+        self
+    }
+
     /// Discovers the cluster's nodes (`GET /_nodes/http,os`) once, right after the client
     /// is built (default: no). Discovery adds the nodes the cluster reports, removes the
     /// ones it no longer reports (never the seeds given with [`node`](Self::node)), skips
@@ -372,6 +450,12 @@ impl ClientBuilder {
         }
         if self.health_timeout.is_zero() {
             return Err(Error::config("health_check_timeout must be positive"));
+        }
+        let jitter = self.reprobe.jitter;
+        if !jitter.is_finite() || !(0.0..1.0).contains(&jitter) {
+            return Err(Error::config(format!(
+                "health_check_jitter must be a fraction from 0 to below 1 (got {jitter})"
+            )));
         }
         if self.deadline.is_some_and(|d| d.is_zero()) {
             return Err(Error::config("deadline must be positive"));

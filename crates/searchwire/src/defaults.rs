@@ -46,6 +46,29 @@ pub const RETRY_ON_CONNECTION_ERRORS: bool = true;
 /// A node that cannot answer `GET /` in 5 s should not get user traffic yet.
 pub const HEALTH_CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a node whose credentials lack `cluster:monitor/health` (its probe of
+/// `/_cluster/health?local=true` answered 401/403) keeps using `GET /` before it is probed
+/// again: 4 h, the reference's `MaxRetryClusterHealth`. Permissions change on the scale of
+/// hours (an operator edits a role mapping), and a denied probe costs the cluster an audit-log
+/// entry, so probing more often buys nothing.
+pub const CLUSTER_HEALTH_REPROBE_AFTER: Duration = Duration::from_secs(4 * 3600);
+
+/// Jitter of the re-probe interval: ± 10 %, the reference's `HealthCheckJitter`. Clients
+/// started together (a deployment) would otherwise re-probe the cluster together.
+pub const HEALTH_CHECK_JITTER: f64 = 0.1;
+
+/// Whether the stored cluster health of live nodes is refreshed periodically: yes. The
+/// reference always runs it; the interval spreads all clients' polls so each server sees
+/// about `health_check_rate` requests per second (at most one per client per 5 s, and single-node
+/// clusters are skipped), and without it `Client::cluster_health` goes stale and live nodes
+/// that never failed are never probed.
+pub const HEALTH_REFRESH: bool = true;
+
+/// How many nodes the periodic health cycle (and `Client::check_all`) checks at once: 8.
+/// One slow node must not hold up the others, and a 100-node cluster must not see 100
+/// simultaneous requests from every client.
+pub const HEALTH_CHECK_CONCURRENCY: usize = 8;
+
 /// Timeout of one discovery request (`GET /_nodes/http,os`): 5 s, like a health check. The
 /// reply is small; a node that cannot produce it in 5 s is not the one to ask.
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -112,6 +135,25 @@ pub fn table() -> Vec<DefaultEntry> {
             setting: "health_check_timeout",
             value: d(HEALTH_CHECK_TIMEOUT),
             why: "a node that cannot answer GET / in 5 s gets no user traffic yet",
+        },
+        DefaultEntry {
+            setting: "cluster_health_reprobe_after",
+            value: d(CLUSTER_HEALTH_REPROBE_AFTER),
+            why: "a node denied cluster:monitor/health is probed again this often; permissions change on the scale of hours",
+        },
+        DefaultEntry {
+            setting: "health_check_jitter",
+            value: format!("{}%", HEALTH_CHECK_JITTER * 100.0),
+            why: "clients deployed together do not re-probe together",
+        },
+        DefaultEntry {
+            setting: "health_refresh",
+            value: format!(
+                "on (every clamp(live × clients_per_server / health_check_rate, {}, {}); not for single-node clusters)",
+                d(crate::schedule::MIN_HEALTH_REFRESH),
+                d(crate::schedule::MAX_HEALTH_REFRESH)
+            ),
+            why: "keeps per-node cluster health current while spreading all clients' polls over the servers",
         },
         DefaultEntry {
             setting: "discover_on_start / discover_interval",

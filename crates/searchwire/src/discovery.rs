@@ -50,7 +50,7 @@ use tokio::time::Instant;
 
 use crate::client::Inner;
 use crate::error::{Error, ErrorKind};
-use crate::health::{check_root, CheckResult};
+use crate::health::{check_node, CheckResult};
 use crate::node::NodeAddr;
 use crate::observe::NodeEvent;
 use crate::pool::{lock, Member, PoolNode, Transition};
@@ -444,7 +444,7 @@ async fn fetch_nodes(inner: &Inner) -> Result<(NodeAddr, Bytes), Error> {
 
 /// One nodes-info request: the client's headers and credentials, the discovery timeout.
 async fn fetch_from(inner: &Inner, addr: &NodeAddr) -> Result<(u16, Bytes), String> {
-    crate::health::background_get(inner, addr, NODES_PATH, inner.discovery.config.timeout).await
+    crate::health::background_get(inner, addr, NODES_PATH, "", inner.discovery.config.timeout).await
 }
 
 /// Health-checks, concurrently, every pool node that has never answered. Those that
@@ -463,7 +463,7 @@ async fn check_unproven(inner: &Arc<Inner>) -> Vec<String> {
     for node in unproven {
         let inner = Arc::clone(inner);
         checks.spawn(async move {
-            let result = check_root(&inner, &node).await;
+            let result = check_node(&inner, &node).await;
             (node, result)
         });
     }
@@ -471,7 +471,7 @@ async fn check_unproven(inner: &Arc<Inner>) -> Vec<String> {
     while let Some(joined) = checks.join_next().await {
         let Ok((node, result)) = joined else { continue };
         let auth = match result {
-            CheckResult::Healthy(_) => None,
+            CheckResult::Healthy => None,
             CheckResult::AuthRejected(s) => Some(s),
             CheckResult::Unhealthy(reason) | CheckResult::Unreachable(reason) => {
                 tracing::warn!(node = %node.addr, reason = %reason, "discovered node did not answer its health check; no traffic until it does");

@@ -26,12 +26,16 @@
 //! builder, with [`defaults`] in one table), [`request`], the attempt loop in [`Client::send`]
 //! which consults the node pool (selection, dead/alive), [`classify`] (one
 //! [`OutcomeKind`] per attempt), [`retry`] (whether to retry) and [`backoff`] (how long to
-//! wait), and [`schedule`] with the resurrection timers for dead nodes. See
-//! `docs/ARCHITECTURE.md`.
+//! wait), and [`schedule`] with the resurrection timers for dead nodes. Health checks
+//! detect per node whether the credentials may read `/_cluster/health?local=true`
+//! ([`Capability`]), refresh it periodically, and report it with
+//! [`Client::cluster_health`] and [`Client::check_all`]; a 401/403 never marks a node dead.
+//! See `docs/ARCHITECTURE.md`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod backoff;
+mod capability;
 pub mod classify;
 mod client;
 pub mod config;
@@ -42,25 +46,33 @@ pub mod duration;
 mod error;
 mod health;
 #[cfg(test)]
+mod health_tests;
+#[cfg(test)]
 mod loop_tests;
 mod node;
 pub mod observe;
 mod pool;
+mod refresh;
+mod report;
 pub mod request;
 mod response;
 mod resurrect;
 pub mod retry;
 pub mod schedule;
+#[cfg(test)]
+mod testing;
 
 pub use backoff::{Backoff, Jitter};
+pub use capability::Capability;
 pub use classify::OutcomeKind;
 pub use client::{Client, NodeSnapshot};
 pub use config::ClientBuilder;
 pub use discovery::DiscoveryReport;
 pub use error::{Attempt, Error, ErrorKind};
-pub use health::NodeInfo;
+pub use health::{ClusterHealthLocal, ClusterStatus, NodeInfo};
 pub use node::{Credentials, NodeAddr};
 pub use observe::Observer;
+pub use report::{ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport};
 pub use request::{Deadline, Request};
 pub use response::Response;
 pub use retry::RetryPolicy;

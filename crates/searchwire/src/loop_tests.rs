@@ -1,163 +1,16 @@
 //! The attempt loop with injected time: a scripted in-memory connector and tokio's paused
 //! clock, so backoff, timeouts and deadlines are asserted to the millisecond.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use http_body_util::Full;
 use tokio::time::Instant;
 
 use crate::classify::OutcomeKind;
-use crate::config::ClientBuilder;
-use crate::conn::{Connector, RawResponse, SendError, SendFuture};
 use crate::node::NodeAddr;
+use crate::testing::{client, ms, Scripted, Step};
 use crate::{Backoff, Client, ErrorKind, Request};
-
-/// What a scripted node does with one request.
-#[derive(Clone, Debug)]
-enum Step {
-    Status(u16),
-    StatusWith(u16, &'static str, String),
-    Connect,
-    Reset,
-    Hang,
-    /// A valid `GET /` info document.
-    Root,
-    After(Duration, Box<Step>),
-}
-
-#[derive(Default)]
-struct Script {
-    /// Per node port: queued steps; when empty, `default`.
-    queues: HashMap<u16, VecDeque<Step>>,
-    defaults: HashMap<u16, Step>,
-    /// (port, method, path, time) of every send.
-    log: Vec<(u16, String, String, Instant)>,
-    resets: Vec<u16>,
-}
-
-#[derive(Clone, Default)]
-struct Scripted(Arc<Mutex<Script>>);
-
-impl Scripted {
-    fn default_step(&self, port: u16, s: Step) {
-        self.0.lock().unwrap().defaults.insert(port, s);
-    }
-    fn push(&self, port: u16, s: Step) {
-        self.0
-            .lock()
-            .unwrap()
-            .queues
-            .entry(port)
-            .or_default()
-            .push_back(s);
-    }
-    fn log(&self) -> Vec<(u16, String, String, Instant)> {
-        self.0.lock().unwrap().log.clone()
-    }
-    fn ports(&self) -> Vec<u16> {
-        self.log().iter().map(|l| l.0).collect()
-    }
-    fn resets(&self) -> Vec<u16> {
-        self.0.lock().unwrap().resets.clone()
-    }
-}
-
-fn run(step: Step) -> SendFuture {
-    Box::pin(async move {
-        let mut step = step;
-        loop {
-            match step {
-                Step::After(d, next) => {
-                    tokio::time::sleep(d).await;
-                    step = *next;
-                }
-                Step::Status(s) => {
-                    return Ok(RawResponse {
-                        status: StatusCode::from_u16(s).unwrap(),
-                        headers: HeaderMap::new(),
-                        body: Bytes::from(format!("{{\"status\":{s}}}")),
-                    })
-                }
-                Step::StatusWith(s, h, v) => {
-                    let mut headers = HeaderMap::new();
-                    headers.insert(h, v.parse().unwrap());
-                    return Ok(RawResponse {
-                        status: StatusCode::from_u16(s).unwrap(),
-                        headers,
-                        body: Bytes::new(),
-                    });
-                }
-                Step::Connect => {
-                    return Err(SendError {
-                        kind: OutcomeKind::Connect,
-                        source: "connection refused".into(),
-                    })
-                }
-                Step::Reset => {
-                    return Err(SendError {
-                        kind: OutcomeKind::Reset,
-                        source: "connection reset by peer".into(),
-                    })
-                }
-                Step::Hang => std::future::pending::<()>().await,
-                Step::Root => {
-                    return Ok(RawResponse {
-                        status: StatusCode::OK,
-                        headers: HeaderMap::new(),
-                        body: Bytes::from_static(
-                            br#"{"name":"n","cluster_name":"c","version":{"number":"2.19.0","distribution":"opensearch"}}"#,
-                        ),
-                    })
-                }
-            }
-        }
-    })
-}
-
-impl Connector for Scripted {
-    fn send(&self, node: &NodeAddr, req: http::Request<Full<Bytes>>) -> SendFuture {
-        let mut s = self.0.lock().unwrap();
-        let port = node.port();
-        s.log.push((
-            port,
-            req.method().to_string(),
-            req.uri().path().to_string(),
-            Instant::now(),
-        ));
-        let step = s
-            .queues
-            .get_mut(&port)
-            .and_then(|q| q.pop_front())
-            .or_else(|| s.defaults.get(&port).cloned())
-            .unwrap_or(Step::Status(200));
-        drop(s);
-        run(step)
-    }
-    fn reset(&self, node: &NodeAddr) {
-        self.0.lock().unwrap().resets.push(node.port());
-    }
-}
-
-/// A client over `n` scripted nodes on ports 1..=n, jitter off (constant backoff unless
-/// configured), resurrection timers off unless asked.
-fn client(n: u16, conn: &Scripted, f: impl FnOnce(ClientBuilder) -> ClientBuilder) -> Client {
-    let b = f(Client::builder()
-        .backoff(Backoff::constant(Duration::from_millis(100)))
-        .resurrection_timers(false)
-        .seed(1));
-    let addrs: Vec<NodeAddr> = (1..=n)
-        .map(|p| NodeAddr::from_parts("http", "node", p, ""))
-        .collect();
-    Client::with_connector(b, addrs, HeaderMap::new(), Arc::new(conn.clone()))
-}
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 #[tokio::test(start_paused = true)]
 async fn a_503_is_retried_on_a_different_node_after_the_backoff() {
@@ -396,7 +249,7 @@ async fn post_is_retried_after_a_connect_failure_or_429_but_never_after_a_timeou
         let cl = client(2, &c, |b| b.attempt_timeout(ms(100)));
         let first = cl.inner.pool.topology().nodes[0].addr.port();
         if first != 1 {
-            c.0.lock().unwrap().queues.clear();
+            c.clear_queues();
             c.push(first, step.clone());
         }
         let e = cl

@@ -12,6 +12,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
+use crate::capability::NodeCapability;
 use crate::node::NodeAddr;
 use crate::schedule::{self, Capacity, ResurrectionConfig};
 
@@ -59,6 +60,8 @@ pub(crate) struct PoolNode {
     /// rejection, so that recording another answer has nothing to change.
     clean: AtomicBool,
     health: Mutex<NodeHealth>,
+    /// Cluster-health capability and what health requests learned (version, health).
+    capability: Mutex<NodeCapability>,
 }
 
 impl PoolNode {
@@ -74,6 +77,7 @@ impl PoolNode {
                 viable: seed,
                 ..NodeHealth::default()
             }),
+            capability: Mutex::new(NodeCapability::default()),
         }
     }
 
@@ -102,6 +106,11 @@ impl PoolNode {
 
     pub(crate) fn health_mut(&self) -> MutexGuard<'_, NodeHealth> {
         lock(&self.health)
+    }
+
+    /// The node's cluster-health capability state (never held across an `.await`).
+    pub(crate) fn capability(&self) -> MutexGuard<'_, NodeCapability> {
+        lock(&self.capability)
     }
 }
 
@@ -365,13 +374,17 @@ impl Pool {
     }
 
     /// Records that the node answered: it is alive, viable, and its failures reset.
+    /// `auth_rejected` is the 401/403 it answered with, if it rejected the credentials: the
+    /// node is alive all the same. A change of that state is logged once (a warning when
+    /// the credentials start being rejected, info when they are accepted again), never per
+    /// answer.
     pub(crate) fn mark_answered(&self, node: &PoolNode, auth_rejected: Option<u16>) -> Transition {
         // Hot path: a healthy node answering again changes nothing; skip the lock.
         if auth_rejected.is_none() && node.is_alive() && node.clean.load(Ordering::Acquire) {
             return Transition::None;
         }
         let was_alive = node.alive.swap(true, Ordering::AcqRel);
-        let (failures, dead_for) = {
+        let (failures, dead_for, auth_before) = {
             let mut h = node.health_mut();
             let f = h.failures;
             let since = h.dead_since.take();
@@ -379,10 +392,28 @@ impl Pool {
             h.next_check = None;
             h.viable = true;
             h.last_error = None;
-            h.auth_rejected = auth_rejected;
+            let before = std::mem::replace(&mut h.auth_rejected, auth_rejected);
             node.clean.store(auth_rejected.is_none(), Ordering::Release);
-            (f, since)
+            (f, since, before)
         };
+        match (auth_before, auth_rejected) {
+            (before, Some(status)) if before != Some(status) => {
+                let what = if status == 401 {
+                    "rejected the credentials (401) — check the username/password or token"
+                } else {
+                    "denied permission (403) — the user lacks a privilege"
+                };
+                tracing::warn!(
+                    node = %node.addr,
+                    status,
+                    "node {what}; the node is reachable and was not marked dead"
+                );
+            }
+            (Some(before), None) => {
+                tracing::info!(node = %node.addr, previous_status = before, "node accepts the credentials again");
+            }
+            _ => {}
+        }
         if !was_alive && dead_for.is_none() && failures == 0 {
             // Never dead, never alive: a node discovery added, answering for the first time.
             tracing::info!(node = %node.addr, "discovered node answered; it now receives traffic");

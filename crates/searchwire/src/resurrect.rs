@@ -11,7 +11,7 @@ use std::sync::{Arc, Weak};
 use tokio::time::Instant;
 
 use crate::client::Inner;
-use crate::health::{check_root, CheckResult};
+use crate::health::{check_node, CheckResult};
 use crate::observe::NodeEvent;
 use crate::pool::{PoolNode, Transition};
 
@@ -58,8 +58,8 @@ async fn run(
             }
             continue;
         }
-        match check_root(&inner, &node).await {
-            CheckResult::Healthy(_) => revive(&inner, &node, None),
+        match check_node(&inner, &node).await {
+            CheckResult::Healthy => revive(&inner, &node, None),
             CheckResult::AuthRejected(s) => revive(&inner, &node, Some(s)),
             CheckResult::Unhealthy(reason) | CheckResult::Unreachable(reason) => {
                 inner.pool.mark_failed(&node, Instant::now(), &reason);

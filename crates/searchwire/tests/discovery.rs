@@ -43,11 +43,12 @@ fn reports(node: &FakeNode, specs: &[NodeInfoSpec]) {
     );
 }
 
-/// Requests that are neither health checks nor discovery.
+/// Requests that are neither health checks (`GET /`, the cluster-health capability probe)
+/// nor discovery.
 fn user_requests(node: &FakeNode) -> usize {
     node.requests()
         .iter()
-        .filter(|r| r.path != "/" && !r.path.starts_with("/_nodes"))
+        .filter(|r| r.path != "/" && r.path != "/_cluster/health" && !r.path.starts_with("/_nodes"))
         .count()
 }
 

@@ -1,0 +1,171 @@
+//! `searchwire health`: one `searchwire::Client` over the given nodes, `Client::check_all`
+//! (GET / and the cluster-health capability probe on every node, waiting for the probe),
+//! then a table or one JSON object — once, or every `--watch` interval with the same
+//! client, so node state carries from one check to the next.
+//!
+//! The JSON shape and the exit codes are a contract (see `searchwire health --help`).
+
+use searchwire::{Client, HealthReport};
+use serde::Serialize;
+
+use crate::args::HealthArgs;
+use crate::exit;
+use crate::output;
+use crate::request::Auth;
+
+/// Runs the subcommand; returns the exit code (never returns with `--watch`, which runs
+/// until interrupted).
+pub async fn run(args: HealthArgs, auth: Auth) -> u8 {
+    let client = match build_client(&args, auth) {
+        Ok(c) => c,
+        Err(e) => {
+            output::error_message(&e);
+            return exit::USAGE;
+        }
+    };
+    loop {
+        let report = client.check_all().await;
+        let text = if args.json {
+            output::to_json_line(&to_json(&report))
+        } else {
+            render_table(&report)
+        };
+        output::stdout(text.as_bytes());
+        match args.watch {
+            None => return exit_code(&report),
+            Some(every) => tokio::time::sleep(every).await,
+        }
+    }
+}
+
+/// The client of this run. It does its own checks, so no background refresh and no
+/// resurrection timers (each check visits every node anyway). Errors are configuration
+/// errors (exit 2).
+fn build_client(a: &HealthArgs, auth: Auth) -> Result<Client, String> {
+    let mut b = Client::builder()
+        .nodes(a.urls.iter().map(|u| u.trim().to_string()))
+        .health_refresh(false)
+        .resurrection_timers(false);
+    match auth {
+        Auth::None => {}
+        Auth::Basic { user, password } => b = b.basic_auth(user, password),
+        Auth::Bearer(token) => b = b.bearer_auth(token),
+    }
+    if let Some(path) = &a.ca_cert {
+        let pem = std::fs::read(path)
+            .map_err(|e| format!("cannot read --ca-cert file {}: {e}", path.display()))?;
+        b = b.ca_certificate_pem(pem);
+    }
+    b.build().map_err(|e| e.to_string())
+}
+
+/// 0 when at least one node answered; 4 when none did; 5 when every node that answered
+/// rejected the credentials.
+pub fn exit_code(report: &HealthReport) -> u8 {
+    if report.reachable() == 0 {
+        exit::NO_NODE
+    } else if report.all_reachable_rejected_credentials() {
+        exit::AUTH
+    } else {
+        exit::SUCCESS
+    }
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+struct HealthJson<'a> {
+    cluster_name: Option<&'a str>,
+    status: &'static str,
+    nodes: Vec<NodeJson<'a>>,
+}
+
+#[derive(Debug, Serialize, PartialEq)]
+struct NodeJson<'a> {
+    url: &'a str,
+    state: &'static str,
+    capability: &'static str,
+    version: Option<&'a str>,
+    distribution: Option<&'a str>,
+    last_error: Option<&'a str>,
+}
+
+fn to_json(report: &HealthReport) -> HealthJson<'_> {
+    HealthJson {
+        cluster_name: report.cluster_name(),
+        status: report.status().as_str(),
+        nodes: report
+            .nodes
+            .iter()
+            .map(|n| NodeJson {
+                url: &n.url,
+                state: state(n.alive),
+                capability: n.capability.as_str(),
+                version: n.version.as_deref(),
+                distribution: n.distribution.as_deref(),
+                last_error: n.error.as_deref(),
+            })
+            .collect(),
+    }
+}
+
+fn state(alive: bool) -> &'static str {
+    if alive {
+        "alive"
+    } else {
+        "dead"
+    }
+}
+
+/// A plain-text table: a summary line, then one row per node.
+pub fn render_table(report: &HealthReport) -> String {
+    let header = [
+        "NODE",
+        "STATE",
+        "CAPABILITY",
+        "VERSION",
+        "DISTRIBUTION",
+        "LAST ERROR",
+    ];
+    let rows: Vec<[String; 6]> = report
+        .nodes
+        .iter()
+        .map(|n| {
+            [
+                n.url.clone(),
+                state(n.alive).to_string(),
+                n.capability.as_str().to_string(),
+                n.version.clone().unwrap_or_else(|| "-".into()),
+                n.distribution.clone().unwrap_or_else(|| "-".into()),
+                n.error.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(|h| h.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: &[String]| {
+        let mut s = String::new();
+        for (i, cell) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(cell);
+            } else {
+                s.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            }
+        }
+        s.trim_end().to_string() + "\n"
+    };
+    let mut out = format!(
+        "cluster: {}  status: {}  reachable: {}/{}\n",
+        report.cluster_name().unwrap_or("-"),
+        report.status(),
+        report.reachable(),
+        report.nodes.len()
+    );
+    out.push_str(&line(&header.map(String::from)));
+    for row in &rows {
+        out.push_str(&line(row));
+    }
+    out
+}
