@@ -523,14 +523,16 @@ impl Inner {
                 crate::discovery::node_died(self);
             }
         } else if result.kind.node_answered() {
-            // A 403 cluster block (read-only index, full disk) means the credentials were
-            // accepted and the cluster refused the write: neither death nor an auth problem.
+            // Only a 401 on a user request says something about the node's view of our
+            // credentials. A 403 is about one action or index (the same user may read one
+            // index and not another), and a 403 cluster block means the credentials were
+            // accepted: neither is recorded on the node. Health checks, which need no
+            // privilege beyond logging in, record 403s themselves.
             let auth = result
                 .raw
                 .as_ref()
-                .filter(|r| !is_cluster_block(r.status.as_u16(), &r.body))
                 .map(|r| r.status.as_u16())
-                .filter(|s| *s == 401 || *s == 403);
+                .filter(|s| *s == 401);
             if self.pool.mark_answered(node, auth) == Transition::Revived {
                 self.observer.node_transition(&NodeEvent {
                     node: node.addr.as_str(),
@@ -621,28 +623,26 @@ fn final_error(
         (Some(raw), OutcomeKind::Auth) => {
             let s = raw.status.as_u16();
             let reason = error_reason(&raw.body);
-            let msg = if s == 401 {
-                format!(
+            if s == 401 {
+                (ErrorKind::Auth, format!(
                     "node {} rejected the credentials (401) for {what} — check the username/password or token; the node is reachable and was not marked dead",
                     node.addr
-                )
-            } else if reason
-                .as_deref()
-                .is_some_and(|r| r.contains("cluster_block_exception"))
-            {
-                format!(
-                    "node {} refused {what} because of a cluster block (403: {}) — the cluster is read-only or blocked, e.g. by a full disk; the node is reachable and was not marked dead",
+                ))
+            } else if is_cluster_block(s, &raw.body) {
+                // The credentials were accepted; the cluster refuses writes. Not an auth
+                // problem for the operator to fix in the client's configuration.
+                (ErrorKind::Status, format!(
+                    "node {} refused {what} because of a cluster block (403: {}) — the cluster or index is read-only or blocked, e.g. by a full disk; the node is reachable and was not marked dead",
                     node.addr,
                     reason.unwrap_or_default()
-                )
+                ))
             } else {
-                format!(
+                (ErrorKind::Auth, format!(
                     "node {} denied permission (403) for {what}{} — the user lacks a privilege for this action; the node is reachable and was not marked dead",
                     node.addr,
                     reason.map(|r| format!(": {r}")).unwrap_or_default()
-                )
-            };
-            (ErrorKind::Auth, msg)
+                ))
+            }
         }
         (Some(raw), OutcomeKind::Throttled) => (
             ErrorKind::Throttled,

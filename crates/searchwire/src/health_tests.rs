@@ -324,7 +324,9 @@ async fn a_cluster_block_403_on_a_write_is_neither_death_nor_an_auth_problem() {
         .send(Request::post("/logs/_doc").body("{}"))
         .await
         .unwrap_err();
-    assert_eq!(e.kind(), ErrorKind::Auth);
+    // The credentials were accepted: a status error, not an auth error.
+    assert_eq!(e.kind(), ErrorKind::Status);
+    assert_eq!(e.status().map(|s| s.as_u16()), Some(403));
     assert!(e.to_string().contains("cluster block"), "{e}");
     assert!(e.to_string().contains("not marked dead"), "{e}");
     let snap = &cl.nodes()[0];
