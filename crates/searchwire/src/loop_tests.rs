@@ -430,3 +430,38 @@ async fn a_dead_node_is_resurrected_by_its_timer_on_schedule() {
     assert!(after > before, "the resurrected node takes traffic again");
     let _ = t0;
 }
+
+#[tokio::test(start_paused = true)]
+async fn every_request_and_attempt_gets_a_span_with_the_conventional_fields() {
+    let capture = crate::testing::Warnings::default();
+    let _guard = capture.install();
+    let c = Scripted::default();
+    let cl = client(2, &c, |b| b);
+    let first = cl.inner.pool.topology().nodes[0].addr.port();
+    c.push(first, Step::Status(503));
+    cl.send(Request::get("/logs/_search")).await.unwrap();
+
+    let req = capture.spans("searchwire.request");
+    assert_eq!(req.len(), 1);
+    let r = &req[0];
+    assert_eq!(r.get("db.system"), Some("opensearch"));
+    assert_eq!(r.get("http.request.method"), Some("GET"));
+    assert_eq!(r.get("url.path"), Some("/logs/_search"));
+    assert_eq!(r.get("db.collection.name"), Some("logs"));
+    assert_eq!(r.get("retries"), Some("1"));
+    assert_eq!(r.get("http.response.status_code"), Some("200"));
+    assert!(r.get("retry_id").is_some());
+
+    let attempts = capture.spans("searchwire.attempt");
+    assert_eq!(attempts.len(), 2);
+    assert_eq!(attempts[0].get("attempt"), Some("1"));
+    assert_eq!(attempts[0].get("outcome"), Some("gateway"));
+    assert_eq!(attempts[0].get("http.response.status_code"), Some("503"));
+    assert_eq!(
+        attempts[0].get("server.address"),
+        Some(format!("http://node:{first}").as_str())
+    );
+    assert_eq!(attempts[1].get("attempt"), Some("2"));
+    assert_eq!(attempts[1].get("outcome"), Some("ok"));
+    assert!(attempts[1].get("elapsed_ms").is_some());
+}

@@ -247,7 +247,39 @@ pub(crate) fn ms(n: u64) -> Duration {
 /// tracing caches each callsite's interest globally, and a callsite first hit on a thread
 /// without a subscriber can be cached as uninteresting, so events go missing.
 #[derive(Clone, Default)]
-pub(crate) struct Warnings(Arc<Mutex<Vec<String>>>);
+pub(crate) struct Warnings(Arc<Mutex<Vec<String>>>, Arc<Mutex<Vec<SpanRecord>>>);
+
+/// A span seen while a capture was installed: its name and every field recorded on it
+/// (at creation or later), rendered with `Debug`/`Display` as text.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SpanRecord {
+    pub id: u64,
+    pub name: &'static str,
+    pub fields: Vec<(String, String)>,
+}
+
+impl SpanRecord {
+    /// The last value recorded for `field`.
+    pub(crate) fn get(&self, field: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .rev()
+            .find(|(k, _)| k == field)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+struct FieldVisitor<'a>(&'a mut Vec<(String, String)>);
+
+impl tracing::field::Visit for FieldVisitor<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0
+            .push((field.name().to_string(), format!("{value:?}")));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.push((field.name().to_string(), value.to_string()));
+    }
+}
 
 thread_local! {
     static CAPTURE: std::cell::RefCell<Option<Warnings>> = const { std::cell::RefCell::new(None) };
@@ -266,6 +298,41 @@ impl Drop for CaptureGuard {
 struct Router;
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Router {
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        CAPTURE.with(|c| {
+            if let Some(w) = &*c.borrow() {
+                let mut rec = SpanRecord {
+                    id: id.into_u64(),
+                    name: attrs.metadata().name(),
+                    fields: Vec::new(),
+                };
+                attrs.record(&mut FieldVisitor(&mut rec.fields));
+                w.1.lock().unwrap().push(rec);
+            }
+        });
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        _ctx: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        CAPTURE.with(|c| {
+            if let Some(w) = &*c.borrow() {
+                let mut spans = w.1.lock().unwrap();
+                if let Some(rec) = spans.iter_mut().rev().find(|r| r.id == id.into_u64()) {
+                    values.record(&mut FieldVisitor(&mut rec.fields));
+                }
+            }
+        });
+    }
+
     fn on_event(
         &self,
         event: &tracing::Event<'_>,
@@ -297,6 +364,17 @@ impl Warnings {
         });
         CAPTURE.with(|c| *c.borrow_mut() = Some(self.clone()));
         CaptureGuard(())
+    }
+
+    /// Spans named `name` captured so far, in creation order.
+    pub(crate) fn spans(&self, name: &str) -> Vec<SpanRecord> {
+        self.1
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.name == name)
+            .cloned()
+            .collect()
     }
 
     /// Captured warnings whose message contains `needle`.
