@@ -191,6 +191,11 @@ pub fn render_resurrection(plan: &Plan, format: Format) -> String {
                  final ({} × final, the jitter_max column) is added on top.",
                 c.jitter_scale
             );
+            let _ = writeln!(
+                s,
+                "note: where the reference's prose and formula disagree (its first table \
+                 prints 30s for 100 live of 150), searchwire follows the formula (25s)."
+            );
             s
         }
     }
