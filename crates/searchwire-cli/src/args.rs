@@ -30,6 +30,12 @@ pub struct Cli {
     #[arg(short, long, action = ArgAction::Count, global = true)]
     pub verbose: u8,
 
+    /// Export tracing spans (searchwire.request, searchwire.attempt) over OTLP/HTTP to this
+    /// endpoint, e.g. http://127.0.0.1:4318/v1/traces (needs the `otlp` cargo feature).
+    #[cfg(feature = "otlp")]
+    #[arg(long, global = true, value_name = "URL")]
+    pub otlp_endpoint: Option<String>,
+
     #[command(subcommand)]
     pub command: Command,
 }
@@ -108,6 +114,14 @@ pub struct HealthArgs {
         help = "Check again every DUR until interrupted, e.g. 10s"
     )]
     pub watch: Option<Duration>,
+
+    #[arg(
+        long,
+        value_name = "ADDR",
+        help = "Serve Prometheus metrics on http://ADDR/metrics while the command runs, \
+                e.g. 127.0.0.1:9464 (names in docs/metrics.md)"
+    )]
+    pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
 const REQUEST_AFTER_HELP: &str = "\
@@ -240,6 +254,28 @@ pub struct RequestArgs {
         help = "Print {\"status\",\"node\",\"attempts\",\"body\"} instead of the bare body"
     )]
     pub json: bool,
+
+    #[arg(
+        long,
+        value_name = "ADDR",
+        help = "Serve Prometheus metrics on http://ADDR/metrics while the command runs, \
+                e.g. 127.0.0.1:9464 (names in docs/metrics.md)"
+    )]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+
+    #[arg(long, help = retry_budget_help())]
+    pub no_retry_budget: bool,
+
+    #[arg(long, help = breaker_help())]
+    pub no_circuit_breaker: bool,
+
+    #[arg(
+        long,
+        help = "Back off per error class with the reference table (429: 100ms x1.5, 5 \
+                retries; 502/503/504: 500ms x2, 3 retries; reset/connect/timeout: 200ms x1.8, \
+                4 retries; cap 30s; jitter 0.8-1.2) [default: one curve, --backoff]"
+    )]
+    pub class_backoff: bool,
 }
 
 /// `--retry-on-status`: a list of statuses, or `none` to retry no status.
@@ -392,6 +428,25 @@ fn backoff_help() -> String {
         format_duration(DEFAULT_LINEAR_CAP),
         format_duration(DEFAULT_BACKOFF_BASE),
         format_duration(DEFAULT_BACKOFF_CAP)
+    )
+}
+
+fn retry_budget_help() -> String {
+    format!(
+        "Switch the retry budget off [default: on, retries add at most {}% of requests plus \
+         {}/s]",
+        (defaults::RETRY_BUDGET_RATIO * 100.0).round(),
+        defaults::RETRY_BUDGET_MIN_PER_SEC
+    )
+}
+
+fn breaker_help() -> String {
+    format!(
+        "Switch the cluster circuit breaker off [default: on, opens when more than {}% of at \
+         least {} attempts in {} failed]",
+        (defaults::BREAKER_FAILURE_RATE * 100.0).round(),
+        defaults::BREAKER_MIN_REQUESTS,
+        format_duration(defaults::BREAKER_WINDOW)
     )
 }
 

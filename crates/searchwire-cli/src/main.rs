@@ -17,6 +17,9 @@ mod exit;
 mod explain;
 mod health;
 mod load;
+mod metrics;
+#[cfg(feature = "otlp")]
+mod otlp;
 mod output;
 mod request;
 
@@ -36,7 +39,11 @@ const WORKER_THREADS: usize = 2;
 fn main() -> ExitCode {
     // Usage errors exit with clap's code 2, help/version with 0.
     let cli = Cli::parse();
-    init_tracing(cli.verbose);
+    #[cfg(feature = "otlp")]
+    let otlp_endpoint = cli.otlp_endpoint.clone();
+    #[cfg(not(feature = "otlp"))]
+    let otlp_endpoint: Option<String> = None;
+    let tracing = init_tracing(cli.verbose, otlp_endpoint.as_deref());
     let code = match cli.command {
         Command::Explain(ExplainCommand::Resurrection(a)) => match explain::Plan::from_args(&a) {
             Ok(plan) => {
@@ -52,6 +59,7 @@ fn main() -> ExitCode {
         Command::Request(a) => run_request(*a),
         Command::Health(a) => run_health(a),
     };
+    tracing.shutdown();
     ExitCode::from(code)
 }
 
@@ -130,9 +138,30 @@ fn usage_error(path: &[&str], message: impl std::fmt::Display) -> ! {
         .exit()
 }
 
+/// What must be flushed before exiting (the OTLP exporter's batch, when there is one).
+struct TracingGuard {
+    #[cfg(feature = "otlp")]
+    provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+}
+
+impl TracingGuard {
+    fn shutdown(self) {
+        #[cfg(feature = "otlp")]
+        if let Some(p) = self.provider {
+            if let Err(e) = p.shutdown() {
+                output::error_message(format!("cannot flush spans to the OTLP endpoint: {e}"));
+            }
+        }
+    }
+}
+
 /// Logs to stderr: `-v` info, `-vv` debug, `-vvv` trace; without `-v`, `RUST_LOG` if set;
-/// otherwise warnings only.
-fn init_tracing(verbose: u8) {
+/// otherwise warnings only. With `--otlp-endpoint` (feature `otlp`), searchwire's spans are
+/// exported too, whatever the log level.
+fn init_tracing(verbose: u8, otlp_endpoint: Option<&str>) -> TracingGuard {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let level = match verbose {
         0 => "warn",
         1 => "info",
@@ -147,10 +176,30 @@ fn init_tracing(verbose: u8) {
             }),
         _ => EnvFilter::new(level),
     };
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .with_target(true)
-        .init();
+        .with_filter(filter);
+    let registry = tracing_subscriber::registry().with(fmt);
+    #[cfg(feature = "otlp")]
+    if let Some(endpoint) = otlp_endpoint {
+        match otlp::layer(endpoint) {
+            Ok((layer, provider)) => {
+                let spans = EnvFilter::new("searchwire=debug");
+                registry.with(layer.with_filter(spans)).init();
+                return TracingGuard {
+                    provider: Some(provider),
+                };
+            }
+            Err(e) => usage_error(&[], e),
+        }
+    }
+    #[cfg(not(feature = "otlp"))]
+    let _ = otlp_endpoint;
+    registry.init();
+    TracingGuard {
+        #[cfg(feature = "otlp")]
+        provider: None,
+    }
 }

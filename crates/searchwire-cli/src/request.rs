@@ -20,6 +20,14 @@ pub enum Auth {
 
 /// Runs the subcommand; returns the exit code.
 pub async fn run(args: RequestArgs, auth: Auth) -> u8 {
+    // The recorder goes in before the client is built, so the client's metrics are
+    // described to it.
+    if let Some(addr) = args.metrics_addr {
+        if let Err(e) = crate::metrics::serve(addr) {
+            output::error_message(&e);
+            return exit::USAGE;
+        }
+    }
     let client = match build_client(&args, auth) {
         Ok(c) => c,
         Err(e) => {
@@ -113,6 +121,15 @@ fn build_client(a: &RequestArgs, auth: Auth) -> Result<Client, String> {
     }
     if let Some(backoff) = &a.backoff {
         b = b.backoff(backoff.clone());
+    }
+    if a.no_retry_budget {
+        b = b.no_retry_budget();
+    }
+    if a.no_circuit_breaker {
+        b = b.no_circuit_breaker();
+    }
+    if a.class_backoff {
+        b = b.class_backoff(searchwire::ClassBackoff::reference());
     }
     if let Some(path) = &a.ca_cert {
         let pem = std::fs::read(path)

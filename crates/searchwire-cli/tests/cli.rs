@@ -807,3 +807,131 @@ async fn health_usage_errors_exit_2() {
     assert_eq!(code(&out), 2);
     assert!(stderr(&out).contains("password"), "{}", stderr(&out));
 }
+
+// ---- metrics ---------------------------------------------------------------------------------
+
+/// `GET /metrics` on `addr`, or `None` while nothing listens there yet.
+async fn scrape(addr: std::net::SocketAddr) -> Option<String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut conn = tokio::net::TcpStream::connect(addr).await.ok()?;
+    conn.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+        .await
+        .ok()?;
+    let mut reply = String::new();
+    conn.read_to_string(&mut reply).await.ok()?;
+    Some(reply)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_addr_serves_prometheus_text_while_the_command_runs() {
+    let c = cluster(1).await;
+    c.node(0)
+        .on(Match::Path("/flaky".into()), Behavior::status(503));
+    // A free port: bind an ephemeral one and release it.
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
+    let url = urls(&c);
+    let addr_arg = addr.to_string();
+    let child = tokio::spawn(async move {
+        run(&[
+            "request",
+            "GET",
+            "/flaky",
+            "--url",
+            &url,
+            "--for",
+            "4s",
+            "--rate",
+            "50",
+            "--max-retries",
+            "1",
+            "--backoff",
+            "const:1ms",
+            "--metrics-addr",
+            &addr_arg,
+        ])
+        .await
+    });
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while tokio::time::Instant::now() < deadline {
+        if let Some(reply) = scrape(addr).await {
+            if reply.contains("searchwire_retries_total{class=\"gateway\"}") {
+                text = reply;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let out = child.await.unwrap();
+    assert_eq!(
+        code(&out),
+        1,
+        "every request ended with 503: {}",
+        stderr(&out)
+    );
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    for series in [
+        "searchwire_attempts_total{outcome=\"gateway\"}",
+        "searchwire_requests_total{method=\"GET\",status_class=\"5xx\",result=\"status\"}",
+        "searchwire_request_duration_seconds_bucket{method=\"GET\",le=\"0.005\"}",
+        "searchwire_breaker_state{scope=\"cluster\",state=\"closed\"} 1",
+    ] {
+        assert!(text.contains(series), "{series} missing:\n{text}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_metrics_addr_is_a_usage_error() {
+    let c = cluster(1).await;
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = run(&[
+        "request",
+        "GET",
+        "/",
+        "--url",
+        &urls(&c),
+        "--metrics-addr",
+        &addr,
+    ])
+    .await;
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        error_line(&out).contains("--metrics-addr"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_watch_serves_health_check_metrics() {
+    let c = cluster(1).await;
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
+    let mut child = tokio::process::Command::new(BIN)
+        .args(["health", "--url", &urls(&c), "--json", "--watch", "50ms"])
+        .args(["--metrics-addr", &addr.to_string()])
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {BIN}: {e}"));
+    let series = "searchwire_health_checks_total{kind=\"check_all\",result=\"healthy\"}";
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let mut text = String::new();
+    while tokio::time::Instant::now() < deadline {
+        if let Some(reply) = scrape(addr).await {
+            if reply.contains(series) {
+                text = reply;
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = child.kill().await;
+    assert!(text.contains(series), "{series} never served:\n{text}");
+}

@@ -61,6 +61,21 @@ impl OutcomeKind {
         )
     }
 
+    /// Whether this outcome counts as a failure of the cluster for the circuit breaker and
+    /// the per-node gateway ejection: connectivity failures (connect, reset, attempt
+    /// timeout) and 5xx answers. Not 4xx, not auth, not 429 (the cluster answered), and
+    /// never the caller's cancellation.
+    pub fn is_cluster_failure(self) -> bool {
+        matches!(
+            self,
+            OutcomeKind::Connect
+                | OutcomeKind::Reset
+                | OutcomeKind::Timeout
+                | OutcomeKind::Gateway
+                | OutcomeKind::ServerError
+        )
+    }
+
     /// Whether the node answered with an HTTP response (of any status).
     pub fn node_answered(self) -> bool {
         matches!(

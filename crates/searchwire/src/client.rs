@@ -11,12 +11,19 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::backoff::Backoff;
+use crate::breaker::{Admission, Breaker, BreakerState, Change, ProbeSlot, Verdict};
+use crate::budget::Budget;
+use crate::class_backoff::ClassBackoff;
 use crate::classify::OutcomeKind;
 use crate::config::ClientBuilder;
 use crate::conn::{ConnSettings, Connector, HyperConnector, RawResponse};
 use crate::error::{Attempt, Error, ErrorKind};
+use crate::jitter::RetryCounter;
 use crate::node::NodeAddr;
-use crate::observe::{AttemptEvent, NodeEvent, NoopObserver, Observer, RequestEvent};
+use crate::observe::{
+    AttemptEvent, BreakerEvent, DenyReason, NodeEvent, Observer, RequestEvent, RetryDeniedEvent,
+    RetryEvent,
+};
 use crate::pool::{lock, Pool, PoolNode, Transition};
 use crate::request::{Deadline, Request};
 use crate::response::Response;
@@ -74,6 +81,16 @@ pub(crate) struct Inner {
     pub(crate) shutdown: tokio::sync::watch::Sender<()>,
     /// Wall clock, for `Retry-After` HTTP-dates; injectable in tests.
     pub(crate) wall_clock: fn() -> SystemTime,
+    /// The retry budget (none: switched off).
+    pub(crate) budget: Option<Budget>,
+    /// The cluster circuit breaker (none: switched off).
+    pub(crate) breaker: Option<Breaker>,
+    /// Per-class backoff and retry limits.
+    pub(crate) class_backoff: ClassBackoff,
+    /// Recent retries, for the adaptive jitter multiplier.
+    pub(crate) retry_counter: RetryCounter,
+    /// Consecutive gateway errors that eject a node (0: never).
+    pub(crate) gateway_eject: u32,
 }
 
 /// The wall clock. The one place that reads system time (`Retry-After` dates need it);
@@ -148,6 +165,7 @@ impl Client {
             .map(|a| Arc::new(PoolNode::new(a, String::new(), true, 0)))
             .collect();
         let pool = Pool::new(nodes, b.resurrection, b.server_cores, seed.wrapping_add(1));
+        let now = Instant::now();
         let client = Client {
             inner: Arc::new(Inner {
                 pool,
@@ -158,7 +176,7 @@ impl Client {
                 deadline: b.deadline,
                 headers,
                 rng: Mutex::new(fastrand::Rng::with_seed(seed)),
-                observer: b.observer.unwrap_or_else(|| Arc::new(NoopObserver)),
+                observer: crate::observe::assemble(b.observer, b.metrics),
                 next_request_id: AtomicU64::new(1),
                 resurrection_timers: b.resurrection_timers,
                 health_timeout: b.health_timeout,
@@ -169,6 +187,11 @@ impl Client {
                 discovery,
                 wall_clock: system_now,
                 shutdown: tokio::sync::watch::channel(()).0,
+                budget: b.budget.map(|cfg| Budget::new(cfg, now)),
+                breaker: b.breaker.map(|cfg| Breaker::new(cfg, now)),
+                class_backoff: b.class_backoff,
+                retry_counter: RetryCounter::new(b.adaptive_jitter, now),
+                gateway_eject: b.gateway_eject,
             }),
         };
         // Outside a runtime these are no-ops; the first request starts them then.
@@ -190,7 +213,11 @@ impl Client {
         let id = self.inner.next_request_id.fetch_add(1, Ordering::Relaxed);
         let span = tracing::info_span!(
             "searchwire.request",
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
             db.system = "opensearch",
+            server.address = tracing::field::Empty,
+            server.port = tracing::field::Empty,
             http.request.method = %request.method,
             url.path = %request.path,
             db.collection.name = request.index().unwrap_or(""),
@@ -215,6 +242,7 @@ impl Client {
         }
         if let Some(k) = error {
             span.record("error.type", k.as_str());
+            span.record("otel.status_code", "ERROR");
         }
         self.inner.observer.request_finished(&RequestEvent {
             method: &request.method,
@@ -224,6 +252,20 @@ impl Client {
             error,
         });
         result
+    }
+
+    /// The cluster circuit breaker's state: `closed`, `open` or `half_open` (see
+    /// [`crate::breaker`]). Always [`BreakerState::Closed`] when the breaker is switched off.
+    /// An open breaker whose cool-down has ended reads as half-open.
+    pub fn breaker_state(&self) -> BreakerState {
+        match &self.inner.breaker {
+            Some(b) => {
+                let (state, change) = b.state(Instant::now());
+                self.inner.breaker_changed(change);
+                state
+            }
+            None => BreakerState::Closed,
+        }
     }
 
     /// The state of every node.
@@ -316,6 +358,10 @@ impl Inner {
         // only means a retry may revisit a node.
         let mut tried = [0usize; 8];
         let mut prev_delay = Duration::ZERO;
+        // Retries made so far, per outcome kind (for class backoff rules).
+        let mut class_retries: Vec<(OutcomeKind, u32)> = Vec::new();
+        // The last failed attempt, kept while its retry waits for the breaker's admission.
+        let mut pending: Option<(Arc<PoolNode>, AttemptResult)> = None;
 
         if deadline.is_some_and(|d| d <= start) {
             return Err(Error::new(
@@ -326,6 +372,37 @@ impl Inner {
 
         loop {
             let number = attempts.len() as u32 + 1;
+            // The cluster breaker admits (or refuses) every attempt.
+            let mut probe = None;
+            if let Some(breaker) = &self.breaker {
+                let (admission, change) = breaker.admit(Instant::now());
+                self.breaker_changed(change);
+                match admission {
+                    Admission::Allowed => {}
+                    Admission::Probe => probe = Some(ProbeSlot::new(breaker)),
+                    Admission::Refused { retry_in } => {
+                        return Err(match pending.take() {
+                            Some((node, last)) => {
+                                self.retry_denied(request, last.kind, DenyReason::Breaker);
+                                final_error(
+                                    request,
+                                    &node,
+                                    last,
+                                    attempts,
+                                    NoRetry::Exhausted,
+                                    Some(BREAKER_NOTE.to_string()),
+                                )
+                            }
+                            None => circuit_open_error(request, &breaker.reason(), retry_in),
+                        });
+                    }
+                }
+            }
+            if number == 1 {
+                if let Some(budget) = &self.budget {
+                    budget.deposit(Instant::now());
+                }
+            }
             let seen = (number as usize - 1).min(tried.len());
             let Some(node) = self.pool.select(&tried[..seen]) else {
                 return Err(Error::new(
@@ -339,11 +416,19 @@ impl Inner {
             let span = tracing::debug_span!(
                 "searchwire.attempt",
                 attempt = number,
-                server.address = %node.addr,
+                server.address = node.addr.host(),
+                server.port = node.addr.port(),
+                http.request.resend_count = tracing::field::Empty,
                 outcome = tracing::field::Empty,
                 http.response.status_code = tracing::field::Empty,
                 elapsed_ms = tracing::field::Empty,
             );
+            if number > 1 {
+                span.record("http.request.resend_count", number - 1);
+            }
+            let current = tracing::Span::current();
+            current.record("server.address", node.addr.host());
+            current.record("server.port", node.addr.port());
             let attempt_start = Instant::now();
             let send = self.connector.send(&node.addr, http_req);
             let bounded = async {
@@ -415,6 +500,15 @@ impl Inner {
                 status,
                 elapsed,
             });
+            if let Some(breaker) = &self.breaker {
+                let verdict = Verdict::of(result.kind);
+                let now = Instant::now();
+                let change = match probe.take() {
+                    Some(slot) => slot.record(now, verdict),
+                    None => breaker.record(now, verdict, false),
+                };
+                self.breaker_changed(change);
+            }
             self.update_node(&node, &result);
             attempts.push(Attempt {
                 number,
@@ -455,24 +549,74 @@ impl Inner {
                 )
                 .with_attempts(attempts));
             }
+
+            // Whether to retry: the retry policy decides, within the class rule's limit
+            // (counting that class's retries) or else max_retries (counting every retry).
             let retries_done = number - 1;
+            let class_done = class_retries
+                .iter()
+                .find(|(k, _)| *k == result.kind)
+                .map_or(0, |(_, n)| *n);
+            let rule = self.class_backoff.rule_for(result.kind);
+            let (done, limit) = match rule {
+                Some(r) => (class_done, r.max_retries),
+                None => (retries_done, self.retry.max_retries),
+            };
             if let Err(why) = self
                 .retry
-                .decide(result.kind, status, idempotent, retries_done)
+                .decide_within(result.kind, status, idempotent, done, limit)
             {
                 return Err(final_error(request, &node, result, attempts, why, None));
             }
+            // An open breaker refuses the retry now rather than after a pointless backoff.
+            let now = Instant::now();
+            let breaker_state = match &self.breaker {
+                Some(b) => {
+                    let (state, change) = b.state(now);
+                    self.breaker_changed(change);
+                    state
+                }
+                None => BreakerState::Closed,
+            };
+            if breaker_state == BreakerState::Open {
+                self.retry_denied(request, result.kind, DenyReason::Breaker);
+                return Err(final_error(
+                    request,
+                    &node,
+                    result,
+                    attempts,
+                    NoRetry::Exhausted,
+                    Some(BREAKER_NOTE.to_string()),
+                ));
+            }
+            // How long: the server's Retry-After, else the class rule's or the client's
+            // backoff, stretched by the adaptive jitter multiplier.
             let hint = self.retry.server_hint(
                 status,
                 result.raw.as_ref().map(|r| &r.headers),
                 (self.wall_clock)(),
             );
-            let delay = match hint {
-                Some(h) => h,
-                None => self.backoff.delay(number, prev_delay, &mut lock(&self.rng)),
+            let (delay, multiplier) = match hint {
+                Some(h) => (h, 1.0),
+                None => {
+                    let base = {
+                        let mut rng = lock(&self.rng);
+                        match self
+                            .class_backoff
+                            .delay(result.kind, class_done + 1, &mut rng)
+                        {
+                            Some(d) => d,
+                            None => self.backoff.delay(number, prev_delay, &mut rng),
+                        }
+                    };
+                    let m = self
+                        .retry_counter
+                        .multiplier(now, breaker_state == BreakerState::Closed);
+                    (crate::jitter::scale(base, m), m)
+                }
             };
             if let Some(d) = deadline {
-                if Instant::now() + delay >= d {
+                if now + delay >= d {
                     let note = format!(
                         "not retried: the next backoff ({}) would end after the deadline",
                         crate::duration::format_duration(delay)
@@ -487,6 +631,40 @@ impl Inner {
                     ));
                 }
             }
+            // Whether the client can afford it: the retry budget.
+            if let Some(budget) = &self.budget {
+                if !budget.withdraw(now) {
+                    self.retry_denied(request, result.kind, DenyReason::Budget);
+                    let cfg = budget.config();
+                    let note = format!(
+                        "not retried: the client's retry budget is exhausted (retries may add {}% to the requests of the last {}, plus {}/s) — the cluster is failing many requests",
+                        (cfg.ratio * 100.0).round(),
+                        crate::duration::format_duration(cfg.window),
+                        cfg.min_per_sec
+                    );
+                    return Err(final_error(
+                        request,
+                        &node,
+                        result,
+                        attempts,
+                        NoRetry::Exhausted,
+                        Some(note),
+                    ));
+                }
+            }
+            self.retry_counter.record_retry(now);
+            match class_retries.iter_mut().find(|(k, _)| *k == result.kind) {
+                Some((_, n)) => *n += 1,
+                None => class_retries.push((result.kind, 1)),
+            }
+            self.observer.retry_scheduled(&RetryEvent {
+                method: &request.method,
+                node: node.addr.as_str(),
+                attempt: number,
+                outcome: result.kind,
+                delay,
+                jitter_multiplier: multiplier,
+            });
             if let Some(last) = attempts.last_mut() {
                 last.backoff = delay;
             }
@@ -494,16 +672,64 @@ impl Inner {
             if !delay.is_zero() {
                 tracing::debug!(
                     retry_id = request_id,
+                    attempt = number,
+                    node = %node.addr,
+                    class = result.kind.as_str(),
                     backoff_ms = delay.as_millis() as u64,
+                    jitter_multiplier = multiplier,
                     "backing off before retry"
                 );
                 tokio::time::sleep(delay).await;
             }
+            pending = Some((node, result));
         }
     }
 
+    fn retry_denied(&self, request: &Request, outcome: OutcomeKind, reason: DenyReason) {
+        tracing::debug!(
+            outcome = outcome.as_str(),
+            reason = reason.as_str(),
+            "retry not made"
+        );
+        self.observer.retry_denied(&RetryDeniedEvent {
+            method: &request.method,
+            outcome,
+            reason,
+        });
+    }
+
+    /// Logs and reports a cluster breaker transition.
+    fn breaker_changed(&self, change: Option<Change>) {
+        let Some(c) = change else { return };
+        if c.to == BreakerState::Open {
+            tracing::warn!(
+                breaker.scope = "cluster",
+                from = c.from.as_str(),
+                to = c.to.as_str(),
+                reason = %c.reason,
+                "circuit breaker open"
+            );
+        } else {
+            tracing::info!(
+                breaker.scope = "cluster",
+                from = c.from.as_str(),
+                to = c.to.as_str(),
+                reason = %c.reason,
+                "circuit breaker {}",
+                c.to.as_str()
+            );
+        }
+        self.observer.breaker_transition(&BreakerEvent {
+            scope: "cluster",
+            from: c.from,
+            to: c.to,
+            reason: &c.reason,
+        });
+    }
+
     /// Applies an attempt's outcome to its node: connectivity failures mark it dead (and
-    /// drop its pooled connections), answers mark it alive, cancellation changes nothing.
+    /// drop its pooled connections), `node_gateway_failures_to_eject` consecutive gateway
+    /// errors mark it dead, other answers mark it alive, cancellation changes nothing.
     fn update_node(self: &Arc<Self>, node: &Arc<PoolNode>, result: &AttemptResult) {
         if result.kind.marks_node_dead() {
             // Never reuse a connection that timed out or broke: the retry gets a fresh one.
@@ -511,16 +737,23 @@ impl Inner {
             let reason = result.detail.as_deref().unwrap_or(result.kind.as_str());
             let t = self.pool.mark_failed(node, Instant::now(), reason);
             if t == Transition::Died {
-                self.observer.node_transition(&NodeEvent {
-                    node: node.addr.as_str(),
-                    alive: false,
-                    failures: node.health().failures,
-                    reason,
-                });
-                if self.resurrection_timers {
-                    crate::resurrect::ensure_timer(self, node);
+                self.node_died(node, reason);
+            }
+        } else if result.kind == OutcomeKind::Gateway {
+            let status = result
+                .raw
+                .as_ref()
+                .map_or_else(|| "gateway error".to_string(), |r| r.status.to_string());
+            match self
+                .pool
+                .mark_gateway(node, self.gateway_eject, Instant::now(), &status)
+            {
+                Transition::Died => {
+                    let reason = node.health().last_error.unwrap_or(status);
+                    self.node_died(node, &reason);
                 }
-                crate::discovery::node_died(self);
+                Transition::Revived => self.node_revived(node),
+                _ => {}
             }
         } else if result.kind.node_answered() {
             // Only a 401 on a user request says something about the node's view of our
@@ -534,15 +767,55 @@ impl Inner {
                 .map(|r| r.status.as_u16())
                 .filter(|s| *s == 401);
             if self.pool.mark_answered(node, auth) == Transition::Revived {
-                self.observer.node_transition(&NodeEvent {
-                    node: node.addr.as_str(),
-                    alive: true,
-                    failures: 0,
-                    reason: "answered a request",
-                });
+                self.node_revived(node);
             }
         }
     }
+
+    fn node_died(self: &Arc<Self>, node: &Arc<PoolNode>, reason: &str) {
+        self.observer.node_transition(&NodeEvent {
+            node: node.addr.as_str(),
+            alive: false,
+            failures: node.health().failures,
+            reason,
+        });
+        if self.resurrection_timers {
+            crate::resurrect::ensure_timer(self, node);
+        }
+        crate::discovery::node_died(self);
+    }
+
+    fn node_revived(&self, node: &PoolNode) {
+        self.observer.node_transition(&NodeEvent {
+            node: node.addr.as_str(),
+            alive: true,
+            failures: 0,
+            reason: "answered a request",
+        });
+    }
+}
+
+/// The note of a retry refused because the cluster breaker is open.
+const BREAKER_NOTE: &str =
+    "not retried: the cluster circuit breaker is open (most recent attempts failed)";
+
+/// The error of a request the cluster breaker refused before anything was sent.
+fn circuit_open_error(request: &Request, reason: &str, retry_in: Duration) -> Error {
+    let when = if retry_in.is_zero() {
+        "probes are in flight".to_string()
+    } else {
+        format!(
+            "the next probe may go in {}",
+            crate::duration::format_duration(retry_in)
+        )
+    };
+    Error::new(
+        ErrorKind::CircuitOpen,
+        format!(
+            "the cluster circuit breaker is open ({reason}); {} {} was refused without being sent — {when}",
+            request.method, request.path
+        ),
+    )
 }
 
 /// Renders an error and its sources on one line.

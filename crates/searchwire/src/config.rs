@@ -8,10 +8,14 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::backoff::Backoff;
+use crate::breaker::BreakerConfig;
+use crate::budget::RetryBudget;
+use crate::class_backoff::ClassBackoff;
 use crate::client::Client;
 use crate::defaults;
 use crate::duration::parse_duration;
 use crate::error::Error;
+use crate::jitter::AdaptiveJitter;
 use crate::node::{Credentials, NodeAddr};
 use crate::observe::Observer;
 use crate::retry::RetryPolicy;
@@ -63,6 +67,12 @@ pub struct ClientBuilder {
     pub(crate) health_refresh: bool,
     pub(crate) health_modifier: Option<crate::health::RequestModifier>,
     pub(crate) discovery: crate::discovery::DiscoveryConfig,
+    pub(crate) budget: Option<RetryBudget>,
+    pub(crate) class_backoff: ClassBackoff,
+    pub(crate) adaptive_jitter: AdaptiveJitter,
+    pub(crate) breaker: Option<BreakerConfig>,
+    pub(crate) gateway_eject: u32,
+    pub(crate) metrics: bool,
 }
 
 impl Default for ClientBuilder {
@@ -91,6 +101,12 @@ impl Default for ClientBuilder {
             health_refresh: defaults::HEALTH_REFRESH,
             health_modifier: None,
             discovery: crate::discovery::DiscoveryConfig::default(),
+            budget: Some(RetryBudget::default()),
+            class_backoff: ClassBackoff::new(),
+            adaptive_jitter: AdaptiveJitter::default(),
+            breaker: Some(BreakerConfig::default()),
+            gateway_eject: defaults::NODE_GATEWAY_FAILURES_TO_EJECT,
+            metrics: true,
         }
     }
 }
@@ -117,6 +133,11 @@ impl fmt::Debug for ClientBuilder {
                 "health_check_request_modifier",
                 &self.health_modifier.is_some(),
             )
+            .field("retry_budget", &self.budget)
+            .field("class_backoff", &self.class_backoff)
+            .field("adaptive_jitter", &self.adaptive_jitter)
+            .field("circuit_breaker", &self.breaker)
+            .field("gateway_eject", &self.gateway_eject)
             .finish_non_exhaustive()
     }
 }
@@ -391,6 +412,62 @@ impl ClientBuilder {
         self
     }
 
+    /// The client's retry budget (default: retries add at most 20 % of the requests, plus
+    /// 10 per second, over 10 s; see [`crate::budget`]).
+    pub fn retry_budget(mut self, budget: RetryBudget) -> ClientBuilder {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Switches the retry budget off: every retry the retry policy allows is made.
+    pub fn no_retry_budget(mut self) -> ClientBuilder {
+        self.budget = None;
+        self
+    }
+
+    /// Backoff and retry limits per outcome kind (default: none; every kind uses
+    /// [`backoff`](Self::backoff) and [`max_retries`](Self::max_retries)). A rule's retry
+    /// limit replaces `max_retries` for its kind. [`ClassBackoff::reference`] is the
+    /// reference table. See [`crate::class_backoff`].
+    pub fn class_backoff(mut self, rules: ClassBackoff) -> ClientBuilder {
+        self.class_backoff = rules;
+        self
+    }
+
+    /// The adaptive jitter table (default: on, the reference's table; see
+    /// [`crate::jitter`]). [`AdaptiveJitter::off`] keeps every backoff as computed.
+    pub fn adaptive_jitter(mut self, table: AdaptiveJitter) -> ClientBuilder {
+        self.adaptive_jitter = table;
+        self
+    }
+
+    /// The cluster circuit breaker (default: on; see [`crate::breaker`]).
+    pub fn circuit_breaker(mut self, cfg: BreakerConfig) -> ClientBuilder {
+        self.breaker = Some(cfg);
+        self
+    }
+
+    /// Switches the cluster circuit breaker off.
+    pub fn no_circuit_breaker(mut self) -> ClientBuilder {
+        self.breaker = None;
+        self
+    }
+
+    /// Consecutive 502/503/504 answers after which a node is ejected: marked dead and
+    /// readmitted by its resurrection check (default 5; 0 never ejects for gateway errors).
+    /// Connectivity failures eject a node after one failure regardless.
+    pub fn node_gateway_failures_to_eject(mut self, n: u32) -> ClientBuilder {
+        self.gateway_eject = n;
+        self
+    }
+
+    /// Whether this client records the built-in metrics (default: yes, when the `metrics`
+    /// feature is on). See `docs/metrics.md`.
+    pub fn metrics(mut self, yes: bool) -> ClientBuilder {
+        self.metrics = yes;
+        self
+    }
+
     /// Validates the configuration and builds the client.
     pub fn build(self) -> Result<Client, Error> {
         let env = if self.read_env {
@@ -468,6 +545,14 @@ impl ClientBuilder {
         if self.discovery.timeout.is_zero() {
             return Err(Error::config("discovery_timeout must be positive"));
         }
+        if let Some(b) = &self.budget {
+            b.validate().map_err(Error::config)?;
+        }
+        if let Some(b) = &self.breaker {
+            b.validate().map_err(Error::config)?;
+        }
+        self.class_backoff.validate().map_err(Error::config)?;
+        self.adaptive_jitter.validate().map_err(Error::config)?;
         self.resurrection
             .validate()
             .map_err(|e| Error::config(format!("invalid resurrection schedule: {e}")))?;

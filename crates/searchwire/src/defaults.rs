@@ -80,6 +80,75 @@ pub const REDISCOVER_MIN_GAP: Duration = Duration::from_secs(10);
 /// The environment variable that overrides the per-attempt timeout.
 pub const REQUEST_TIMEOUT_ENV: &str = "SEARCHWIRE_REQUEST_TIMEOUT";
 
+/// Retry budget ratio: 0.2, so retries add at most 20 % load on top of the requests the
+/// client sends anyway. Enough to step over a dead node or a hiccup on a good day (a few
+/// percent of requests need a retry); in an outage it caps the retry storm at 1.2× the
+/// offered load instead of `max_retries + 1` = 4× (Finagle and tower use 20 % too).
+pub const RETRY_BUDGET_RATIO: f64 = 0.2;
+
+/// Retries always allowed per second on top of the ratio: 10. A client that sends one
+/// request a minute still gets its retries; 10/s is negligible load for any cluster.
+pub const RETRY_BUDGET_MIN_PER_SEC: u32 = 10;
+
+/// How long a request's deposit (and a retry's withdrawal) counts: 10 s. Long enough to
+/// smooth bursts, short enough that the budget follows the current traffic (tower's default).
+pub const RETRY_BUDGET_WINDOW: Duration = Duration::from_secs(10);
+
+/// The cluster breaker's window: 5 minutes (the reference's sliding window). Long enough
+/// that a burst of failures in a quiet minute does not trip it on its own.
+pub const BREAKER_WINDOW: Duration = Duration::from_secs(300);
+
+/// Attempts the breaker's window must hold before it may open: 50 (the reference). A
+/// handful of failures of a quiet client is not evidence of a dead cluster.
+pub const BREAKER_MIN_REQUESTS: u32 = 50;
+
+/// Failure rate above which the breaker opens: 60 % (the reference). A cluster with one node
+/// of three down fails at most a third of first attempts; 60 % means the cluster as a whole
+/// is failing.
+pub const BREAKER_FAILURE_RATE: f64 = 0.6;
+
+/// First cool-down of an open breaker: 5 s. The half-open probes cost 3 attempts, so
+/// probing early is cheap, and a cluster that recovers in seconds (a restart, a GC pause)
+/// gets its traffic back in seconds. (The reference's example uses 30 s; its own recovery
+/// measurement is in seconds.)
+pub const BREAKER_COOL_DOWN: Duration = Duration::from_secs(5);
+
+/// Longest cool-down: 60 s. Each failed probe doubles the cool-down, so a long outage is
+/// probed once a minute, like the resurrection schedule's order of magnitude.
+pub const BREAKER_MAX_COOL_DOWN: Duration = Duration::from_secs(60);
+
+/// Probes admitted while half-open, and successes needed to close: 3 (the reference's
+/// `probeCount`). One success can be luck; three in a row is a cluster that answers.
+pub const BREAKER_PROBES: u32 = 3;
+
+/// Consecutive 502/503/504 answers after which a node is ejected (marked dead and handed to
+/// resurrection): 5. One 503 is a relocating shard; five in a row is a node that cannot
+/// serve. Connectivity failures eject after one, as before: a refused connection is certain.
+pub const NODE_GATEWAY_FAILURES_TO_EJECT: u32 = 5;
+
+/// Cap of every [`ClassBackoff::reference`](crate::ClassBackoff::reference) delay: 30 s (the
+/// reference's cap).
+pub const CLASS_BACKOFF_CAP: Duration = Duration::from_secs(30);
+
+/// Jitter spread of the reference class backoff: 0.2, a multiplier uniform in [0.8, 1.2].
+pub const CLASS_BACKOFF_JITTER: f64 = 0.2;
+
+/// Adaptive jitter counts the retries of the last 5 minutes (the reference's window for
+/// `es_retry_count`).
+pub const ADAPTIVE_JITTER_WINDOW: Duration = Duration::from_secs(300);
+
+/// From 3 retries in the window, backoffs are stretched by 1.8 (the reference's table).
+pub const ADAPTIVE_JITTER_MID_THRESHOLD: u32 = 3;
+
+/// From 10 retries in the window, or with the breaker not closed, by 3.0.
+pub const ADAPTIVE_JITTER_HIGH_THRESHOLD: u32 = 10;
+
+/// The middle multiplier: 1.8.
+pub const ADAPTIVE_JITTER_MID: f64 = 1.8;
+
+/// The high multiplier: 3.0.
+pub const ADAPTIVE_JITTER_HIGH: f64 = 3.0;
+
 /// One row of the defaults table, as printed in docs and `--help`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DefaultEntry {
@@ -169,6 +238,51 @@ pub fn table() -> Vec<DefaultEntry> {
             setting: "rediscover_on_failure",
             value: format!("off (at most every {})", d(REDISCOVER_MIN_GAP)),
             why: "a cluster losing nodes one by one is not asked once per casualty",
+        },
+        DefaultEntry {
+            setting: "retry_budget",
+            value: format!(
+                "{}% of requests + {}/s over {}",
+                (RETRY_BUDGET_RATIO * 100.0).round(),
+                RETRY_BUDGET_MIN_PER_SEC,
+                d(RETRY_BUDGET_WINDOW)
+            ),
+            why: "an outage costs at most 1.2x the offered load, not max_retries+1 times",
+        },
+        DefaultEntry {
+            setting: "class_backoff",
+            value: "off (ClassBackoff::reference() for the reference table)".to_string(),
+            why: "the default stays one exponential curve; per-class rules are opt-in",
+        },
+        DefaultEntry {
+            setting: "adaptive_jitter",
+            value: format!(
+                "x1 below {} retries in {}, x{} below {}, x{} above or breaker not closed",
+                ADAPTIVE_JITTER_MID_THRESHOLD,
+                d(ADAPTIVE_JITTER_WINDOW),
+                ADAPTIVE_JITTER_MID,
+                ADAPTIVE_JITTER_HIGH_THRESHOLD,
+                ADAPTIVE_JITTER_HIGH
+            ),
+            why: "a client that keeps retrying spreads its retries further apart",
+        },
+        DefaultEntry {
+            setting: "circuit_breaker",
+            value: format!(
+                "opens at >{}% of >={} attempts in {}; cool-down {} doubling to {}; {} probes",
+                (BREAKER_FAILURE_RATE * 100.0).round(),
+                BREAKER_MIN_REQUESTS,
+                d(BREAKER_WINDOW),
+                d(BREAKER_COOL_DOWN),
+                d(BREAKER_MAX_COOL_DOWN),
+                BREAKER_PROBES
+            ),
+            why: "a failing cluster gets no traffic but probes; callers fail fast",
+        },
+        DefaultEntry {
+            setting: "node_gateway_failures_to_eject",
+            value: NODE_GATEWAY_FAILURES_TO_EJECT.to_string(),
+            why: "one 503 is a relocating shard; five in a row is a node that cannot serve",
         },
         DefaultEntry {
             setting: "retry_after_cap",

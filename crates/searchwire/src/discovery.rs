@@ -463,7 +463,8 @@ async fn check_unproven(inner: &Arc<Inner>) -> Vec<String> {
     for node in unproven {
         let inner = Arc::clone(inner);
         checks.spawn(async move {
-            let result = check_node(&inner, &node).await;
+            let check = check_node(&inner, &node);
+            let result = crate::health::reported(&inner, &node, "discovery", check).await;
             (node, result)
         });
     }

@@ -154,6 +154,40 @@ pub(crate) enum CheckResult {
     Unreachable(String),
 }
 
+impl CheckResult {
+    /// The `result` label of `searchwire_health_checks_total` (docs/metrics.md).
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            CheckResult::Healthy => "healthy",
+            CheckResult::AuthRejected(_) => "auth_rejected",
+            CheckResult::Unhealthy(_) => "unhealthy",
+            CheckResult::Unreachable(_) => "unreachable",
+        }
+    }
+}
+
+/// Runs one health check and reports it to the client's observer
+/// ([`Observer::health_check`](crate::Observer::health_check)) as `kind`: `resurrection`,
+/// `discovery`, `periodic` or `check_all`.
+pub(crate) async fn reported(
+    inner: &Inner,
+    node: &PoolNode,
+    kind: &'static str,
+    check: impl std::future::Future<Output = CheckResult>,
+) -> CheckResult {
+    let started = Instant::now();
+    let result = check.await;
+    inner
+        .observer
+        .health_check(&crate::observe::HealthCheckEvent::new(
+            node.addr.as_str(),
+            kind,
+            result.label(),
+            started.elapsed(),
+        ));
+    result
+}
+
 #[derive(Deserialize)]
 struct RootBody {
     name: String,

@@ -25,17 +25,23 @@
 //! The modules, in the order a request flows through them: [`config`] (the validated
 //! builder, with [`defaults`] in one table), [`request`], the attempt loop in [`Client::send`]
 //! which consults the node pool (selection, dead/alive), [`classify`] (one
-//! [`OutcomeKind`] per attempt), [`retry`] (whether to retry) and [`backoff`] (how long to
-//! wait), and [`schedule`] with the resurrection timers for dead nodes. Health checks
-//! detect per node whether the credentials may read `/_cluster/health?local=true`
-//! ([`Capability`]), refresh it periodically, and report it with
-//! [`Client::cluster_health`] and [`Client::check_all`]; a 401/403 never marks a node dead.
+//! [`OutcomeKind`] per attempt), [`retry`] (whether to retry), [`budget`] (whether the
+//! client can afford the retry), [`breaker`] (whether the cluster gets traffic at all),
+//! [`backoff`], [`class_backoff`] and [`jitter`] (how long to wait), [`observe`] and
+//! `metrics` (what happened), and [`schedule`] with the resurrection timers for dead nodes.
+//! Health checks detect per node whether the credentials may read
+//! `/_cluster/health?local=true` ([`Capability`]), refresh it periodically, and report it
+//! with [`Client::cluster_health`] and [`Client::check_all`]; a 401/403 never marks a node
+//! dead.
 //! See `docs/ARCHITECTURE.md`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod backoff;
+pub mod breaker;
+pub mod budget;
 mod capability;
+pub mod class_backoff;
 pub mod classify;
 mod client;
 pub mod config;
@@ -47,29 +53,39 @@ mod error;
 mod health;
 #[cfg(test)]
 mod health_tests;
+pub mod jitter;
 #[cfg(test)]
 mod loop_tests;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 mod node;
 pub mod observe;
 mod pool;
 mod refresh;
 mod report;
 pub mod request;
+#[cfg(test)]
+mod resilience_tests;
 mod response;
 mod resurrect;
 pub mod retry;
 pub mod schedule;
 #[cfg(test)]
 mod testing;
+mod window;
 
 pub use backoff::{Backoff, Jitter};
+pub use breaker::{BreakerConfig, BreakerState};
+pub use budget::RetryBudget;
 pub use capability::Capability;
+pub use class_backoff::{ClassBackoff, ClassRule};
 pub use classify::OutcomeKind;
 pub use client::{Client, NodeSnapshot};
 pub use config::ClientBuilder;
 pub use discovery::DiscoveryReport;
 pub use error::{Attempt, Error, ErrorKind};
 pub use health::{ClusterHealthLocal, ClusterStatus, NodeInfo};
+pub use jitter::AdaptiveJitter;
 pub use node::{Credentials, NodeAddr};
 pub use observe::Observer;
 pub use report::{ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport};

@@ -457,10 +457,22 @@ async fn every_request_and_attempt_gets_a_span_with_the_conventional_fields() {
     assert_eq!(attempts[0].get("attempt"), Some("1"));
     assert_eq!(attempts[0].get("outcome"), Some("gateway"));
     assert_eq!(attempts[0].get("http.response.status_code"), Some("503"));
+    // OpenTelemetry: server.address is the host, server.port the port (not the URL).
+    assert_eq!(attempts[0].get("server.address"), Some("node"));
     assert_eq!(
-        attempts[0].get("server.address"),
-        Some(format!("http://node:{first}").as_str())
+        attempts[0].get("server.port"),
+        Some(first.to_string().as_str())
     );
+    assert_eq!(attempts[0].get("http.request.resend_count"), None);
+    assert_eq!(attempts[1].get("http.request.resend_count"), Some("1"));
+    let second = if first == 1 { "2" } else { "1" };
+    assert_eq!(r.get("server.address"), Some("node"));
+    assert_eq!(
+        r.get("server.port"),
+        Some(second),
+        "the node of the last attempt"
+    );
+    assert_eq!(r.get("otel.kind"), Some("client"));
     assert_eq!(attempts[1].get("attempt"), Some("2"));
     assert_eq!(attempts[1].get("outcome"), Some("ok"));
     assert!(attempts[1].get("elapsed_ms").is_some());

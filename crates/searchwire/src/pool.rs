@@ -42,6 +42,9 @@ pub(crate) struct NodeHealth {
     pub auth_rejected: Option<u16>,
     /// A resurrection task is running for this node.
     pub timer_running: bool,
+    /// Consecutive 502/503/504 answers (the per-node breaker for gateway errors); reset by
+    /// any other answer and when the node is ejected.
+    pub gateway_failures: u32,
 }
 
 /// One node of the pool.
@@ -373,6 +376,30 @@ impl Pool {
         }
     }
 
+    /// Records a 502/503/504 answer. Below `threshold` consecutive ones the node simply
+    /// answered (it stays or becomes alive); the `threshold`-th ejects it exactly like a
+    /// connectivity failure (dead, resurrection check scheduled). `threshold` 0 never ejects.
+    pub(crate) fn mark_gateway(
+        &self,
+        node: &PoolNode,
+        threshold: u32,
+        now: Instant,
+        reason: &str,
+    ) -> Transition {
+        node.clean.store(false, Ordering::Release);
+        let count = {
+            let mut h = node.health_mut();
+            h.gateway_failures = h.gateway_failures.saturating_add(1);
+            h.gateway_failures
+        };
+        if threshold > 0 && count >= threshold {
+            node.health_mut().gateway_failures = 0;
+            let reason = format!("{count} consecutive gateway errors (last: {reason})");
+            return self.mark_failed(node, now, &reason);
+        }
+        self.answered(node, None, false)
+    }
+
     /// Records that the node answered: it is alive, viable, and its failures reset.
     /// `auth_rejected` is the 401/403 it answered with, if it rejected the credentials: the
     /// node is alive all the same. A change of that state is logged once (a warning when
@@ -383,9 +410,21 @@ impl Pool {
         if auth_rejected.is_none() && node.is_alive() && node.clean.load(Ordering::Acquire) {
             return Transition::None;
         }
+        self.answered(node, auth_rejected, true)
+    }
+
+    fn answered(
+        &self,
+        node: &PoolNode,
+        auth_rejected: Option<u16>,
+        reset_gateway: bool,
+    ) -> Transition {
         let was_alive = node.alive.swap(true, Ordering::AcqRel);
         let (failures, dead_for, auth_before) = {
             let mut h = node.health_mut();
+            if reset_gateway {
+                h.gateway_failures = 0;
+            }
             let f = h.failures;
             let since = h.dead_since.take();
             h.failures = 0;
@@ -393,7 +432,9 @@ impl Pool {
             h.viable = true;
             h.last_error = None;
             let before = std::mem::replace(&mut h.auth_rejected, auth_rejected);
-            node.clean.store(auth_rejected.is_none(), Ordering::Release);
+            // Not clean while a gateway streak is counting: the next answer must reset it.
+            let clean = auth_rejected.is_none() && h.gateway_failures == 0;
+            node.clean.store(clean, Ordering::Release);
             (f, since, before)
         };
         match (auth_before, auth_rejected) {

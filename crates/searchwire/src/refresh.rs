@@ -114,7 +114,7 @@ async fn visit(inner: &Inner, node: &PoolNode, refresh: bool) {
     if !due {
         return;
     }
-    match check_root(inner, node).await {
+    match crate::health::reported(inner, node, "periodic", check_root(inner, node)).await {
         CheckResult::Healthy => {
             answered(inner, node, None, "answered a health check");
             probe_capability(inner, node).await;

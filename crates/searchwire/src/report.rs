@@ -196,7 +196,8 @@ impl Client {
                 let mut error = None;
                 let mut auth_rejected = None;
                 let mut cluster_health = None;
-                match check_root(&inner, &node).await {
+                let check = check_root(&inner, &node);
+                match crate::health::reported(&inner, &node, "check_all", check).await {
                     CheckResult::Healthy => {
                         answered(&inner, &node, None, "answered a health check");
                         if let ProbeOutcome::Ok(h) = probe_capability(&inner, &node).await {

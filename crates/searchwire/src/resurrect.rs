@@ -58,7 +58,9 @@ async fn run(
             }
             continue;
         }
-        match check_node(&inner, &node).await {
+        match crate::health::reported(&inner, &node, "resurrection", check_node(&inner, &node))
+            .await
+        {
             CheckResult::Healthy => revive(&inner, &node, None),
             CheckResult::AuthRejected(s) => revive(&inner, &node, Some(s)),
             CheckResult::Unhealthy(reason) | CheckResult::Unreachable(reason) => {

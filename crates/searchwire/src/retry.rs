@@ -60,6 +60,20 @@ impl RetryPolicy {
         idempotent: bool,
         retries_done: u32,
     ) -> Result<(), NoRetry> {
+        self.decide_within(outcome, status, idempotent, retries_done, self.max_retries)
+    }
+
+    /// [`decide`](Self::decide) with another retry limit than `max_retries` (a
+    /// [`ClassBackoff`](crate::ClassBackoff) rule's, with `retries_done` counting the
+    /// retries of that class).
+    pub fn decide_within(
+        &self,
+        outcome: OutcomeKind,
+        status: Option<StatusCode>,
+        idempotent: bool,
+        retries_done: u32,
+        limit: u32,
+    ) -> Result<(), NoRetry> {
         let eligible = match outcome {
             OutcomeKind::Success => return Err(NoRetry::Final),
             OutcomeKind::Cancelled => return Err(NoRetry::Cancelled),
@@ -87,7 +101,7 @@ impl RetryPolicy {
         if !eligible {
             return Err(NoRetry::Final);
         }
-        if retries_done >= self.max_retries {
+        if retries_done >= limit {
             return Err(NoRetry::Exhausted);
         }
         Ok(())

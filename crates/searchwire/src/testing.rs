@@ -18,7 +18,7 @@ use crate::classify::OutcomeKind;
 use crate::config::ClientBuilder;
 use crate::conn::{Connector, RawResponse, SendError, SendFuture};
 use crate::node::NodeAddr;
-use crate::{Backoff, Client};
+use crate::{AdaptiveJitter, Backoff, Client};
 
 /// A valid `GET /` info document.
 pub(crate) const ROOT_BODY: &str =
@@ -218,7 +218,8 @@ impl Connector for Scripted {
 }
 
 /// A client over `n` scripted nodes on ports 1..=n, jitter off (constant backoff unless
-/// configured), resurrection timers and the health refresh off unless asked.
+/// configured, adaptive jitter off), resurrection timers and the health refresh off unless
+/// asked.
 pub(crate) fn client(
     n: u16,
     conn: &Scripted,
@@ -226,6 +227,7 @@ pub(crate) fn client(
 ) -> Client {
     let b = f(Client::builder()
         .backoff(Backoff::constant(Duration::from_millis(100)))
+        .adaptive_jitter(AdaptiveJitter::off())
         .resurrection_timers(false)
         .health_refresh(false)
         .seed(1));
@@ -395,5 +397,43 @@ impl tracing::field::Visit for MessageVisitor<'_> {
         if field.name() == "message" {
             self.0.push_str(&format!("{value:?}"));
         }
+    }
+}
+
+/// An observer that keeps breaker transitions, retries and denials, for assertions.
+#[derive(Default)]
+pub(crate) struct Recorder {
+    pub(crate) breaker: Mutex<Vec<(crate::BreakerState, crate::BreakerState)>>,
+    pub(crate) retries: Mutex<Vec<(OutcomeKind, Duration, f64)>>,
+    pub(crate) denied: Mutex<Vec<(OutcomeKind, crate::observe::DenyReason)>>,
+    pub(crate) nodes: Mutex<Vec<(String, bool, String)>>,
+    pub(crate) health: Mutex<Vec<(String, String, String)>>,
+}
+
+impl crate::Observer for Recorder {
+    fn breaker_transition(&self, e: &crate::observe::BreakerEvent<'_>) {
+        self.breaker.lock().unwrap().push((e.from, e.to));
+    }
+    fn retry_scheduled(&self, e: &crate::observe::RetryEvent<'_>) {
+        self.retries
+            .lock()
+            .unwrap()
+            .push((e.outcome, e.delay, e.jitter_multiplier));
+    }
+    fn retry_denied(&self, e: &crate::observe::RetryDeniedEvent<'_>) {
+        self.denied.lock().unwrap().push((e.outcome, e.reason));
+    }
+    fn health_check(&self, e: &crate::observe::HealthCheckEvent<'_>) {
+        self.health.lock().unwrap().push((
+            e.node.to_string(),
+            e.kind.to_string(),
+            e.result.to_string(),
+        ));
+    }
+    fn node_transition(&self, e: &crate::observe::NodeEvent<'_>) {
+        self.nodes
+            .lock()
+            .unwrap()
+            .push((e.node.to_string(), e.alive, e.reason.to_string()));
     }
 }

@@ -1,0 +1,182 @@
+//! A retry storm, measured: 200 concurrent callers against a 3-node fake cluster that
+//! answers 503 to everything for 10 s, then recovers. Runs three configurations of the same
+//! client and prints, for each, the attempts per second the cluster received during the
+//! outage and the time from the cluster's recovery until the callers' requests succeed
+//! again (the first 250 ms window with at least 95 % successes).
+//!
+//! ```text
+//! cargo run --release -p searchwire --example storm
+//! STORM_OUTAGE_SECS=5 STORM_TOTAL_SECS=15 cargo run --release -p searchwire --example storm
+//! ```
+//!
+//! Each caller sends one request at a time and starts at most one request per 100 ms, so
+//! the offered load is at most 2,000 requests/s. The numbers are in `docs/benchmarks.md`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use searchwire::{Client, ClientBuilder, Request};
+use searchwire_fake::{Behavior, FakeCluster, Match};
+use tokio::time::Instant;
+
+const CALLERS: usize = 200;
+const PACE: Duration = Duration::from_millis(100);
+const BUCKET: Duration = Duration::from_millis(250);
+
+/// One request: when it started and finished (since the run began), whether it succeeded,
+/// whether the breaker refused it.
+#[derive(Clone, Copy)]
+struct Done {
+    started: Duration,
+    finished: Duration,
+    ok: bool,
+    refused: bool,
+}
+
+/// How a run configures its client.
+type Configure = fn(ClientBuilder) -> ClientBuilder;
+
+fn env_secs(name: &str, default: u64) -> Duration {
+    Duration::from_secs(
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default),
+    )
+}
+
+struct Outcome {
+    label: &'static str,
+    requests_in_outage: usize,
+    attempts_in_outage: usize,
+    recovery: Option<Duration>,
+    failed_after_recovery: usize,
+    breaker_refusals: usize,
+}
+
+async fn scenario(
+    label: &'static str,
+    configure: Configure,
+    outage: Duration,
+    total: Duration,
+) -> Outcome {
+    let cluster = FakeCluster::start(3).await.expect("fake cluster");
+    for n in cluster.nodes() {
+        n.set_recording(false);
+        n.on(Match::Any, Behavior::status(503));
+    }
+    let client: Client = configure(
+        Client::builder()
+            .nodes(cluster.urls())
+            .read_environment(false)
+            .seed(7),
+    )
+    .build()
+    .expect("client");
+
+    let log: Arc<Mutex<Vec<Done>>> = Arc::default();
+    let t0 = Instant::now();
+    let end = t0 + total;
+    let mut callers = tokio::task::JoinSet::new();
+    for _ in 0..CALLERS {
+        let client = client.clone();
+        let log = log.clone();
+        callers.spawn(async move {
+            while Instant::now() < end {
+                let next = Instant::now() + PACE;
+                let started = t0.elapsed();
+                let r = client.send(Request::get("/logs/_search")).await;
+                let open = matches!(&r, Err(e) if e.kind() == searchwire::ErrorKind::CircuitOpen);
+                log.lock().unwrap().push(Done {
+                    started,
+                    finished: t0.elapsed(),
+                    ok: r.is_ok(),
+                    refused: open,
+                });
+                tokio::time::sleep_until(next).await;
+            }
+        });
+    }
+    tokio::time::sleep_until(t0 + outage).await;
+    let attempts_in_outage = cluster.request_count();
+    for n in cluster.nodes() {
+        n.clear_rules();
+    }
+    while callers.join_next().await.is_some() {}
+
+    let log = log.lock().unwrap();
+    let requests_in_outage = log.iter().filter(|r| r.started < outage).count();
+    let breaker_refusals = log.iter().filter(|r| r.refused).count();
+    // Recovery: the first bucket after the outage whose requests (by finish time) are at
+    // least 95 % successful.
+    let mut recovery = None;
+    let mut t = outage;
+    while t + BUCKET <= total {
+        let in_bucket: Vec<_> = log
+            .iter()
+            .filter(|r| r.started >= outage && r.finished >= t && r.finished < t + BUCKET)
+            .collect();
+        if !in_bucket.is_empty() {
+            let ok = in_bucket.iter().filter(|r| r.ok).count();
+            if ok * 100 >= in_bucket.len() * 95 {
+                recovery = Some(t + BUCKET - outage);
+                break;
+            }
+        }
+        t += BUCKET;
+    }
+    let failed_after_recovery = log.iter().filter(|r| r.started >= outage && !r.ok).count();
+    Outcome {
+        label,
+        requests_in_outage,
+        attempts_in_outage,
+        recovery,
+        failed_after_recovery,
+        breaker_refusals,
+    }
+}
+
+fn main() {
+    let outage = env_secs("STORM_OUTAGE_SECS", 10);
+    let total = env_secs("STORM_TOTAL_SECS", 25).max(outage + Duration::from_secs(1));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let runs: [(&'static str, Configure); 3] = [
+        ("no budget, no breaker", |b| {
+            b.no_retry_budget().no_circuit_breaker()
+        }),
+        ("budget, no breaker", |b| b.no_circuit_breaker()),
+        ("budget + breaker (defaults)", |b| b),
+    ];
+    println!(
+        "{CALLERS} callers, one request per {} each at most; 3 nodes answer 503 for {}s, then recover; {}s per run",
+        PACE.as_millis(),
+        outage.as_secs(),
+        total.as_secs()
+    );
+    println!(
+        "| configuration | requests/s offered (outage) | attempts/s at the cluster (outage) | attempts per request | time to recover | failed requests after recovery | refused by breaker |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for (label, configure) in runs {
+        let o = rt.block_on(scenario(label, configure, outage, total));
+        let secs = outage.as_secs_f64();
+        println!(
+            "| {} | {:.0} | {:.0} | {:.2} | {} | {} | {} |",
+            o.label,
+            o.requests_in_outage as f64 / secs,
+            o.attempts_in_outage as f64 / secs,
+            o.attempts_in_outage as f64 / o.requests_in_outage.max(1) as f64,
+            o.recovery
+                .map_or("not within the run".to_string(), |d| format!(
+                    "{:.2}s",
+                    d.as_secs_f64()
+                )),
+            o.failed_after_recovery,
+            o.breaker_refusals,
+        );
+    }
+}
