@@ -9,8 +9,11 @@
 //! STORM_OUTAGE_SECS=5 STORM_TOTAL_SECS=15 cargo run --release -p searchwire --example storm
 //! ```
 //!
-//! Each caller sends one request at a time and starts at most one request per 100 ms, so
-//! the offered load is at most 2,000 requests/s. The numbers are in `docs/benchmarks.md`.
+//! Closed loop (default): each caller sends one request at a time and starts at most one
+//! request per 100 ms, so the offered load is at most 2,000 requests/s and falls when
+//! requests get slow. Open loop (`STORM_OPEN_LOOP=1`): each caller starts a request every
+//! 100 ms whether or not the previous one finished — 2,000 requests/s whatever happens, as
+//! with independent users. The numbers are in `docs/benchmarks.md`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
@@ -60,6 +63,7 @@ async fn scenario(
     configure: Configure,
     outage: Duration,
     total: Duration,
+    open_loop: bool,
 ) -> Outcome {
     let cluster = FakeCluster::start(3).await.expect("fake cluster");
     for n in cluster.nodes() {
@@ -83,19 +87,33 @@ async fn scenario(
         let client = client.clone();
         let log = log.clone();
         callers.spawn(async move {
+            let mut in_flight = tokio::task::JoinSet::new();
             while Instant::now() < end {
                 let next = Instant::now() + PACE;
-                let started = t0.elapsed();
-                let r = client.send(Request::get("/logs/_search")).await;
-                let open = matches!(&r, Err(e) if e.kind() == searchwire::ErrorKind::CircuitOpen);
-                log.lock().unwrap().push(Done {
-                    started,
-                    finished: t0.elapsed(),
-                    ok: r.is_ok(),
-                    refused: open,
-                });
+                let one = {
+                    let client = client.clone();
+                    let log = log.clone();
+                    async move {
+                        let started = t0.elapsed();
+                        let r = client.send(Request::get("/logs/_search")).await;
+                        let refused =
+                            matches!(&r, Err(e) if e.kind() == searchwire::ErrorKind::CircuitOpen);
+                        log.lock().unwrap().push(Done {
+                            started,
+                            finished: t0.elapsed(),
+                            ok: r.is_ok(),
+                            refused,
+                        });
+                    }
+                };
+                if open_loop {
+                    in_flight.spawn(one);
+                } else {
+                    one.await;
+                }
                 tokio::time::sleep_until(next).await;
             }
+            while in_flight.join_next().await.is_some() {}
         });
     }
     tokio::time::sleep_until(t0 + outage).await;
@@ -140,6 +158,7 @@ async fn scenario(
 fn main() {
     let outage = env_secs("STORM_OUTAGE_SECS", 10);
     let total = env_secs("STORM_TOTAL_SECS", 25).max(outage + Duration::from_secs(1));
+    let open_loop = std::env::var("STORM_OPEN_LOOP").is_ok_and(|v| v == "1");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -152,7 +171,8 @@ fn main() {
         ("budget + breaker (defaults)", |b| b),
     ];
     println!(
-        "{CALLERS} callers, one request per {} each at most; 3 nodes answer 503 for {}s, then recover; {}s per run",
+        "{CALLERS} {} callers, one request per {} ms each; 3 nodes answer 503 for {}s, then recover; {}s per run",
+        if open_loop { "open-loop" } else { "closed-loop" },
         PACE.as_millis(),
         outage.as_secs(),
         total.as_secs()
@@ -162,7 +182,7 @@ fn main() {
     );
     println!("| --- | --- | --- | --- | --- | --- | --- |");
     for (label, configure) in runs {
-        let o = rt.block_on(scenario(label, configure, outage, total));
+        let o = rt.block_on(scenario(label, configure, outage, total, open_loop));
         let secs = outage.as_secs_f64();
         println!(
             "| {} | {:.0} | {:.0} | {:.2} | {} | {} | {} |",
