@@ -65,8 +65,9 @@ status is unknown when no node could report cluster health.
 Exit codes: 0 at least one node reachable, 2 usage or configuration error, 4 no node \
 reachable, 5 every reachable node rejected the credentials.";
 
+/// Where the cluster is and how to authenticate: shared by every subcommand that talks to it.
 #[derive(Debug, Args)]
-pub struct HealthArgs {
+pub struct ConnectArgs {
     #[arg(
         long = "url",
         value_name = "URL[,URL...]",
@@ -103,6 +104,12 @@ pub struct HealthArgs {
         help = "Trust the CA certificate(s) in this PEM file (in addition to the system roots)"
     )]
     pub ca_cert: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    #[command(flatten)]
+    pub conn: ConnectArgs,
 
     #[arg(long, help = "Print one JSON object (one line per check with --watch)")]
     pub json: bool,
@@ -146,15 +153,8 @@ pub struct RequestArgs {
     )]
     pub path: String,
 
-    #[arg(
-        long = "url",
-        value_name = "URL[,URL...]",
-        required = true,
-        value_delimiter = ',',
-        action = ArgAction::Append,
-        help = "Node URLs, comma-separated; may be repeated (http(s)://[user:pass@]host[:port])"
-    )]
-    pub urls: Vec<String>,
+    #[command(flatten)]
+    pub conn: ConnectArgs,
 
     #[arg(
         long,
@@ -178,33 +178,6 @@ pub struct RequestArgs {
 
     #[arg(long, value_name = "SPEC", value_parser = Backoff::parse, help = backoff_help())]
     pub backoff: Option<Backoff>,
-
-    #[arg(
-        long,
-        value_name = "U",
-        conflicts_with = "bearer",
-        help = "Basic-auth user; needs --password (or SEARCHWIRE_PASSWORD)"
-    )]
-    pub user: Option<String>,
-
-    #[arg(
-        long,
-        value_name = "P",
-        requires = "user",
-        help = "Basic-auth password; falls back to the environment variable \
-                SEARCHWIRE_PASSWORD (safer: not visible in the process list). Never printed"
-    )]
-    pub password: Option<String>,
-
-    #[arg(long, value_name = "TOKEN", help = "Send Authorization: Bearer TOKEN")]
-    pub bearer: Option<String>,
-
-    #[arg(
-        long,
-        value_name = "FILE",
-        help = "Trust the CA certificate(s) in this PEM file (in addition to the system roots)"
-    )]
-    pub ca_cert: Option<PathBuf>,
 
     #[arg(
         long,

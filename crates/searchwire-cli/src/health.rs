@@ -48,21 +48,11 @@ pub async fn run(args: HealthArgs, auth: Auth) -> u8 {
 /// resurrection timers (each check visits every node anyway). Errors are configuration
 /// errors (exit 2).
 fn build_client(a: &HealthArgs, auth: Auth) -> Result<Client, String> {
-    let mut b = Client::builder()
-        .nodes(a.urls.iter().map(|u| u.trim().to_string()))
+    crate::request::connect(&a.conn, auth)?
         .health_refresh(false)
-        .resurrection_timers(false);
-    match auth {
-        Auth::None => {}
-        Auth::Basic { user, password } => b = b.basic_auth(user, password),
-        Auth::Bearer(token) => b = b.bearer_auth(token),
-    }
-    if let Some(path) = &a.ca_cert {
-        let pem = std::fs::read(path)
-            .map_err(|e| format!("cannot read --ca-cert file {}: {e}", path.display()))?;
-        b = b.ca_certificate_pem(pem);
-    }
-    b.build().map_err(|e| e.to_string())
+        .resurrection_timers(false)
+        .build()
+        .map_err(|e| e.to_string())
 }
 
 /// 0 when at least one node answered; 4 when none did; 5 when every node that answered

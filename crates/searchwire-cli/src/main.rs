@@ -75,7 +75,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, u8> {
 }
 
 fn run_request(a: RequestArgs) -> u8 {
-    let auth = resolve_auth("request", &a.bearer, &a.user, &a.password);
+    let auth = resolve_auth("request", &a.conn.bearer, &a.conn.user, &a.conn.password);
     match runtime() {
         Ok(rt) => rt.block_on(request::run(a, auth)),
         Err(code) => code,
@@ -83,7 +83,7 @@ fn run_request(a: RequestArgs) -> u8 {
 }
 
 fn run_health(a: HealthArgs) -> u8 {
-    let auth = resolve_auth("health", &a.bearer, &a.user, &a.password);
+    let auth = resolve_auth("health", &a.conn.bearer, &a.conn.user, &a.conn.password);
     match runtime() {
         Ok(rt) => rt.block_on(health::run(a, auth)),
         Err(code) => code,

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use searchwire::{Client, Request};
 
-use crate::args::RequestArgs;
+use crate::args::{ConnectArgs, RequestArgs};
 use crate::exit;
 use crate::load::{self, LoadSpec, Stop};
 use crate::output;
@@ -16,6 +16,23 @@ pub enum Auth {
     None,
     Basic { user: String, password: String },
     Bearer(String),
+}
+
+/// A client builder for the cluster the connection flags name: URLs, credentials, CA.
+/// Errors (an unreadable CA file) are configuration errors (exit 2).
+pub fn connect(conn: &ConnectArgs, auth: Auth) -> Result<searchwire::ClientBuilder, String> {
+    let mut b = Client::builder().nodes(conn.urls.iter().map(|u| u.trim().to_string()));
+    match auth {
+        Auth::None => {}
+        Auth::Basic { user, password } => b = b.basic_auth(user, password),
+        Auth::Bearer(token) => b = b.bearer_auth(token),
+    }
+    if let Some(path) = &conn.ca_cert {
+        let pem = std::fs::read(path)
+            .map_err(|e| format!("cannot read --ca-cert file {}: {e}", path.display()))?;
+        b = b.ca_certificate_pem(pem);
+    }
+    Ok(b)
 }
 
 /// Runs the subcommand; returns the exit code.
@@ -98,12 +115,7 @@ async fn single(client: &Client, request: Request, trace: bool, json: bool) -> u
 
 /// The client for every request of this run. Errors are configuration errors (exit 2).
 fn build_client(a: &RequestArgs, auth: Auth) -> Result<Client, String> {
-    let mut b = Client::builder().nodes(a.urls.iter().map(|u| u.trim().to_string()));
-    match auth {
-        Auth::None => {}
-        Auth::Basic { user, password } => b = b.basic_auth(user, password),
-        Auth::Bearer(token) => b = b.bearer_auth(token),
-    }
+    let mut b = connect(&a.conn, auth)?;
     if let Some(t) = a.timeout {
         // An explicit flag beats the SEARCHWIRE_REQUEST_TIMEOUT environment override.
         b = b.read_environment(false);
@@ -130,11 +142,6 @@ fn build_client(a: &RequestArgs, auth: Auth) -> Result<Client, String> {
     }
     if a.class_backoff {
         b = b.class_backoff(searchwire::ClassBackoff::reference());
-    }
-    if let Some(path) = &a.ca_cert {
-        let pem = std::fs::read(path)
-            .map_err(|e| format!("cannot read --ca-cert file {}: {e}", path.display()))?;
-        b = b.ca_certificate_pem(pem);
     }
     b.build().map_err(|e| e.to_string())
 }
