@@ -36,6 +36,10 @@ pub enum OutcomeKind {
     /// The caller gave up (dropped the request or its deadline expired) while the
     /// attempt was in flight. Says nothing about the node.
     Cancelled,
+    /// The node answered, but the response body was larger than the client's
+    /// `max_response_bytes`; the exchange was abandoned. The node is fine; the request
+    /// asks for too much.
+    TooLarge,
 }
 
 impl OutcomeKind {
@@ -86,6 +90,7 @@ impl OutcomeKind {
                 | OutcomeKind::Auth
                 | OutcomeKind::ClientError
                 | OutcomeKind::ServerError
+                | OutcomeKind::TooLarge
         )
     }
 
@@ -109,6 +114,7 @@ impl OutcomeKind {
             OutcomeKind::ClientError => "client_error",
             OutcomeKind::ServerError => "server_error",
             OutcomeKind::Cancelled => "cancelled",
+            OutcomeKind::TooLarge => "too_large",
         }
     }
 }

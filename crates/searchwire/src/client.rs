@@ -141,6 +141,7 @@ impl Client {
             connect_timeout: b.connect_timeout,
             pool_idle_timeout: b.pool_idle_timeout,
             pool_max_idle_per_node: b.pool_max_idle_per_node,
+            max_response_bytes: b.max_response_bytes,
             extra_roots: roots,
             native_roots: b.native_roots && addrs.iter().any(|a| a.scheme() == "https"),
         })?;
@@ -932,6 +933,14 @@ fn final_error(
                 node.addr,
                 raw.status,
                 error_reason(&raw.body).map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+        ),
+        (None, OutcomeKind::TooLarge) => (
+            ErrorKind::ResponseTooLarge,
+            format!(
+                "node {} sent too large a response for {what} ({}) — ask for less (size, _source filtering, search_after or scroll) or raise ClientBuilder::max_response_bytes; the node was not marked dead",
+                node.addr,
+                result.detail.clone().unwrap_or_default()
             ),
         ),
         (None, kind) => {

@@ -56,6 +56,7 @@ pub struct ClientBuilder {
     pub(crate) deadline: Option<Duration>,
     pub(crate) pool_idle_timeout: Duration,
     pub(crate) pool_max_idle_per_node: usize,
+    pub(crate) max_response_bytes: usize,
     pub(crate) resurrection: ResurrectionConfig,
     pub(crate) server_cores: u32,
     pub(crate) seed: Option<u64>,
@@ -90,6 +91,7 @@ impl Default for ClientBuilder {
             deadline: None,
             pool_idle_timeout: defaults::POOL_IDLE_TIMEOUT,
             pool_max_idle_per_node: defaults::POOL_MAX_IDLE_PER_NODE,
+            max_response_bytes: defaults::MAX_RESPONSE_BYTES,
             resurrection: ResurrectionConfig::default(),
             server_cores: 0,
             seed: None,
@@ -257,6 +259,14 @@ impl ClientBuilder {
     /// Idle keep-alive connections are closed after this long (default 90 s).
     pub fn pool_idle_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.pool_idle_timeout = timeout;
+        self
+    }
+
+    /// Largest response body the client reads (default 256 MiB). A larger response fails
+    /// the request with [`ErrorKind::ResponseTooLarge`](crate::ErrorKind::ResponseTooLarge)
+    /// and is not retried; the node is not marked dead.
+    pub fn max_response_bytes(mut self, bytes: usize) -> ClientBuilder {
+        self.max_response_bytes = bytes;
         self
     }
 
@@ -524,6 +534,11 @@ impl ClientBuilder {
         }
         if self.connect_timeout.is_zero() {
             return Err(Error::config("connect_timeout must be positive"));
+        }
+        if self.max_response_bytes == 0 {
+            return Err(Error::config(
+                "max_response_bytes must be positive (even an error answer has a body)",
+            ));
         }
         if self.health_timeout.is_zero() {
             return Err(Error::config("health_check_timeout must be positive"));

@@ -52,6 +52,8 @@ pub(crate) struct ConnSettings {
     pub connect_timeout: Duration,
     pub pool_idle_timeout: Duration,
     pub pool_max_idle_per_node: usize,
+    /// Largest response body read; a larger one fails the attempt as `TooLarge`.
+    pub max_response_bytes: usize,
     /// Extra trusted roots (DER), from the user's CA PEM.
     pub extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
     /// Trust the operating system's roots too.
@@ -119,6 +121,7 @@ impl HyperConnector {
 
 impl Connector for HyperConnector {
     fn send(&self, node: &NodeAddr, req: http::Request<Full<Bytes>>) -> SendFuture {
+        let max = self.settings.max_response_bytes;
         let fut = {
             let guard = node.conn.load();
             match &*guard {
@@ -142,14 +145,35 @@ impl Connector for HyperConnector {
                 }
             })?;
             let (parts, body) = resp.into_parts();
+            let too_large = |what: String| SendError {
+                kind: OutcomeKind::TooLarge,
+                source: format!("{what}, more than the limit of {max} bytes (max_response_bytes)")
+                    .into(),
+            };
+            // A declared length over the limit fails at once, without reading a byte.
+            let declared = parts
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if let Some(len) = declared.filter(|&l| l > max as u64) {
+                return Err(too_large(format!("the response declares {len} bytes")));
+            }
             // Reading the body is part of the attempt: a body that stalls half-way is a
-            // timeout, one that breaks off is a reset.
-            let body = body
+            // timeout, one that breaks off is a reset, one that outgrows the limit is
+            // abandoned (dropping it closes the connection).
+            let body = http_body_util::Limited::new(body, max)
                 .collect()
                 .await
-                .map_err(|e| SendError {
-                    kind: OutcomeKind::Reset,
-                    source: Box::new(e),
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        too_large("the response body grew".to_string())
+                    } else {
+                        SendError {
+                            kind: OutcomeKind::Reset,
+                            source: e,
+                        }
+                    }
                 })?
                 .to_bytes();
             Ok(RawResponse {

@@ -77,6 +77,12 @@ pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// after another should not be asked for its node list once per casualty.
 pub const REDISCOVER_MIN_GAP: Duration = Duration::from_secs(10);
 
+/// Largest response body read: 256 MiB. Search and bulk responses can be large, but a
+/// broken or hostile node streaming an endless body must not exhaust the client's memory
+/// (the attempt timeout bounds the time, not the bytes). Page big reads instead (`size`,
+/// `search_after`, scroll).
+pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
+
 /// The environment variable that overrides the per-attempt timeout.
 pub const REQUEST_TIMEOUT_ENV: &str = "SEARCHWIRE_REQUEST_TIMEOUT";
 
@@ -283,6 +289,11 @@ pub fn table() -> Vec<DefaultEntry> {
             setting: "node_gateway_failures_to_eject",
             value: NODE_GATEWAY_FAILURES_TO_EJECT.to_string(),
             why: "one 503 is a relocating shard; five in a row is a node that cannot serve",
+        },
+        DefaultEntry {
+            setting: "max_response_bytes",
+            value: "256 MiB".to_string(),
+            why: "an endless or huge body must not exhaust memory; page big reads instead",
         },
         DefaultEntry {
             setting: "retry_after_cap",

@@ -34,6 +34,8 @@ pub enum ErrorKind {
     /// The cluster circuit breaker is open: the request was refused without any
     /// network traffic.
     CircuitOpen,
+    /// The response body exceeded `ClientBuilder::max_response_bytes`.
+    ResponseTooLarge,
 }
 
 impl ErrorKind {
@@ -48,6 +50,7 @@ impl ErrorKind {
             ErrorKind::NoNodeReachable => "no_node_reachable",
             ErrorKind::DeadlineExceeded => "deadline_exceeded",
             ErrorKind::CircuitOpen => "circuit_open",
+            ErrorKind::ResponseTooLarge => "response_too_large",
         }
     }
 }
@@ -176,7 +179,10 @@ impl Error {
     /// requests, auth and other client errors are not.
     pub fn is_retryable(&self) -> bool {
         match self.inner.kind {
-            ErrorKind::Config | ErrorKind::InvalidRequest | ErrorKind::Auth => false,
+            ErrorKind::Config
+            | ErrorKind::InvalidRequest
+            | ErrorKind::Auth
+            | ErrorKind::ResponseTooLarge => false,
             ErrorKind::Throttled
             | ErrorKind::NoNodeReachable
             | ErrorKind::DeadlineExceeded

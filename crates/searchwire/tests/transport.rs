@@ -293,3 +293,49 @@ async fn configuration_mistakes_fail_at_build() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_response_larger_than_the_limit_fails_clearly_and_the_node_stays_alive() {
+    let node = FakeNode::start("n").await.unwrap();
+    let big = bytes::Bytes::from(vec![b'x'; 64 * 1024]);
+    node.on(
+        Match::Path("/big".into()),
+        Behavior::Respond {
+            status: 200,
+            headers: vec![],
+            body: big,
+        },
+    );
+    let client = client_for(&[node.url()])
+        .max_response_bytes(16 * 1024)
+        .build()
+        .unwrap();
+    let e = client.send(Request::get("/big")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ResponseTooLarge);
+    assert_eq!(e.last_outcome(), Some(OutcomeKind::TooLarge));
+    assert_eq!(e.attempts().len(), 1, "not retried");
+    assert!(e.to_string().contains("max_response_bytes"), "{e}");
+    assert!(client.nodes()[0].alive);
+    // Small answers still work, on a fresh connection.
+    client.send(Request::get("/small")).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_declared_length_over_the_limit_fails_before_reading_the_body() {
+    let node = FakeNode::start("n").await.unwrap();
+    node.on(
+        Match::Path("/liar".into()),
+        Behavior::Respond {
+            status: 200,
+            headers: vec![("content-length".into(), "999999999".into())],
+            body: bytes::Bytes::from_static(b"{}"),
+        },
+    );
+    let client = client_for(&[node.url()])
+        .max_response_bytes(1024)
+        .build()
+        .unwrap();
+    let e = client.send(Request::get("/liar")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::ResponseTooLarge);
+    assert!(e.to_string().contains("999999999"), "{e}");
+}
