@@ -179,10 +179,14 @@ fn paired() {
         .build()
         .unwrap();
     let bare = bare_client();
-    let sw = Client::builder()
-        .node(url)
-        .build()
-        .expect("searchwire client");
+    let mut b = Client::builder().node(url);
+    if std::env::var_os("SW_BENCH_LEAN").is_some() {
+        b = b.metrics(false).no_retry_budget().no_circuit_breaker();
+    }
+    if std::env::var_os("SW_BENCH_NO_TIMEOUT").is_some() {
+        b = b.no_attempt_timeout();
+    }
+    let sw = b.build().expect("searchwire client");
     println!();
     println!("paired A/B: blocks alternate ABBA; per block: wall time and client-thread CPU time");
     println!(
