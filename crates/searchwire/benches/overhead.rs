@@ -3,7 +3,7 @@
 //! A keep-alive HTTP/1.1 server answering `200 {"ok":true}` runs on 127.0.0.1 on its own
 //! thread and its own single-threaded tokio runtime. Both clients run on a second,
 //! single-threaded runtime (criterion's `to_async`), use the same connector style
-//! (`HttpConnector`, `TCP_NODELAY`, keep-alive pool of 64 idle connections, 90 s idle
+//! (`HttpConnector`, `TCP_NODELAY`, keep-alive pool of 64 idle connections, 50 s idle
 //! timeout) and read the whole body, so the difference is what searchwire adds: request
 //! validation, node selection, header map building, tracing spans, the attempt timeout,
 //! classification and bookkeeping.
@@ -87,7 +87,7 @@ fn bare_client() -> Bare {
     http.set_connect_timeout(Some(Duration::from_secs(5)));
     HyperClient::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(Duration::from_secs(90))
+        .pool_idle_timeout(searchwire::defaults::POOL_IDLE_TIMEOUT)
         .pool_max_idle_per_host(64)
         .build(http)
 }

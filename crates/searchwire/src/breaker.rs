@@ -128,6 +128,9 @@ impl BreakerConfig {
         if self.min_requests == 0 {
             return Err("circuit breaker min_requests must be at least 1".into());
         }
+        if self.max_cool_down > Duration::from_secs(24 * 3600) {
+            return Err("circuit breaker max_cool_down must be at most 24h".into());
+        }
         if self.cool_down.is_zero() || self.max_cool_down < self.cool_down {
             return Err(
                 "circuit breaker cool_down must be positive and max_cool_down at least cool_down"
@@ -196,6 +199,9 @@ struct State {
     probe_successes: u32,
     /// Why the breaker last opened, for error messages.
     reason: String,
+    /// Which half-open round this is (bumped on every open → half-open), so a probe from
+    /// an earlier round that reports late cannot count in (or free a slot of) this one.
+    generation: u64,
 }
 
 /// The live breaker of one client.
@@ -216,6 +222,7 @@ impl Breaker {
                 probes_out: 0,
                 probe_successes: 0,
                 reason: String::new(),
+                generation: 0,
             }),
             cfg,
         }
@@ -229,10 +236,16 @@ impl Breaker {
     }
 
     fn maybe_half_open(&self, st: &mut State, now: Instant) -> Option<Change> {
-        if st.state == BreakerState::Open && now >= st.opened_at + st.cool_down {
+        if st.state == BreakerState::Open
+            && st
+                .opened_at
+                .checked_add(st.cool_down)
+                .is_none_or(|at| now >= at)
+        {
             st.state = BreakerState::HalfOpen;
             st.probes_out = 0;
             st.probe_successes = 0;
+            st.generation = st.generation.wrapping_add(1);
             return Some(Change {
                 from: BreakerState::Open,
                 to: BreakerState::HalfOpen,
@@ -247,13 +260,24 @@ impl Breaker {
     }
 
     /// Asks whether one attempt may go out at `now`.
+    #[cfg(test)]
     pub(crate) fn admit(&self, now: Instant) -> (Admission, Option<Change>) {
+        let (a, c, _) = self.admit_in_round(now);
+        (a, c)
+    }
+
+    /// Like `admit`, also returning the half-open round a probe belongs to (for
+    /// [`ProbeSlot::new`]).
+    pub(crate) fn admit_in_round(&self, now: Instant) -> (Admission, Option<Change>, u64) {
         let mut st = lock(&self.st);
         let change = self.maybe_half_open(&mut st, now);
         let admission = match st.state {
             BreakerState::Closed => Admission::Allowed,
             BreakerState::Open => Admission::Refused {
-                retry_in: (st.opened_at + st.cool_down).saturating_duration_since(now),
+                retry_in: st
+                    .opened_at
+                    .checked_add(st.cool_down)
+                    .map_or(Duration::ZERO, |at| at.saturating_duration_since(now)),
             },
             BreakerState::HalfOpen => {
                 if st.probes_out.saturating_add(st.probe_successes) < self.cfg.probes {
@@ -266,7 +290,7 @@ impl Breaker {
                 }
             }
         };
-        (admission, change)
+        (admission, change, st.generation)
     }
 
     /// Why the breaker last opened.
@@ -274,17 +298,32 @@ impl Breaker {
         lock(&self.st).reason.clone()
     }
 
-    /// A probe was admitted but never reported (its request was cancelled): free its slot.
-    pub(crate) fn release_probe(&self) {
+    /// A probe of round `generation` was admitted but never reported (its request was
+    /// cancelled): free its slot, if that round is still the current one.
+    pub(crate) fn release_probe(&self, generation: u64) {
         let mut st = lock(&self.st);
-        if st.state == BreakerState::HalfOpen {
+        if st.state == BreakerState::HalfOpen && st.generation == generation {
             st.probes_out = st.probes_out.saturating_sub(1);
         }
     }
 
-    /// Reports an attempt's verdict. `probe` says whether it was admitted as a probe.
+    /// Reports an attempt's verdict. `probe` says whether it was admitted as a probe of
+    /// the current half-open round.
     pub(crate) fn record(&self, now: Instant, verdict: Verdict, probe: bool) -> Option<Change> {
+        let generation = probe.then(|| lock(&self.st).generation);
+        self.record_in_round(now, verdict, generation)
+    }
+
+    /// Reports an attempt's verdict; `probe_round` is the half-open round it was admitted
+    /// as a probe in. A probe of an earlier round counts as an ordinary report.
+    pub(crate) fn record_in_round(
+        &self,
+        now: Instant,
+        verdict: Verdict,
+        probe_round: Option<u64>,
+    ) -> Option<Change> {
         let mut st = lock(&self.st);
+        let probe = probe_round == Some(st.generation);
         match (st.state, probe) {
             (BreakerState::HalfOpen, true) => {
                 st.probes_out = st.probes_out.saturating_sub(1);
@@ -368,27 +407,31 @@ impl Breaker {
 /// Frees a half-open probe slot if the attempt never reports (its future was dropped).
 pub(crate) struct ProbeSlot<'a> {
     breaker: Option<&'a Breaker>,
+    generation: u64,
 }
 
 impl<'a> ProbeSlot<'a> {
-    pub(crate) fn new(breaker: &'a Breaker) -> ProbeSlot<'a> {
+    /// A probe admitted in half-open round `generation`.
+    pub(crate) fn new(breaker: &'a Breaker, generation: u64) -> ProbeSlot<'a> {
         ProbeSlot {
             breaker: Some(breaker),
+            generation,
         }
     }
 
     /// Reports the probe's verdict (consumes the slot).
     pub(crate) fn record(mut self, now: Instant, verdict: Verdict) -> Option<Change> {
+        let generation = self.generation;
         self.breaker
             .take()
-            .and_then(|b| b.record(now, verdict, true))
+            .and_then(|b| b.record_in_round(now, verdict, Some(generation)))
     }
 }
 
 impl Drop for ProbeSlot<'_> {
     fn drop(&mut self) {
         if let Some(b) = self.breaker.take() {
-            b.release_probe();
+            b.release_probe(self.generation);
         }
     }
 }
@@ -570,8 +613,9 @@ mod tests {
         let t = t0 + secs(5);
         let slots: Vec<_> = (0..3)
             .map(|_| {
-                assert_eq!(b.admit(t).0, Admission::Probe);
-                ProbeSlot::new(&b)
+                let (a, _, round) = b.admit_in_round(t);
+                assert_eq!(a, Admission::Probe);
+                ProbeSlot::new(&b, round)
             })
             .collect();
         assert!(matches!(b.admit(t).0, Admission::Refused { .. }));
@@ -584,6 +628,51 @@ mod tests {
         // A cancelled (ignored) probe verdict frees its slot too.
         assert_eq!(b.record(t, Verdict::Ignored, true), None);
         assert_eq!(b.admit(t).0, Admission::Probe);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_probe_from_an_earlier_round_neither_counts_nor_frees_a_slot() {
+        let t0 = Instant::now();
+        let b = Breaker::new(cfg(), t0);
+        for _ in 0..50 {
+            b.record(t0, Verdict::Failure, false);
+        }
+        // Round 1: three probes out; one fails and reopens the breaker (cool-down 10 s).
+        let t1 = t0 + secs(5);
+        let mut round1: Vec<ProbeSlot<'_>> = (0..3)
+            .map(|_| {
+                let (a, _, round) = b.admit_in_round(t1);
+                assert_eq!(a, Admission::Probe);
+                ProbeSlot::new(&b, round)
+            })
+            .collect();
+        let failed = round1.remove(0);
+        assert!(failed.record(t1, Verdict::Failure).is_some());
+        // Round 2 after the cool-down: three fresh probes fill it.
+        let t2 = t1 + secs(10);
+        let round2: Vec<ProbeSlot<'_>> = (0..3)
+            .map(|_| {
+                let (a, _, round) = b.admit_in_round(t2);
+                assert_eq!(a, Admission::Probe);
+                ProbeSlot::new(&b, round)
+            })
+            .collect();
+        // A round-1 probe finishing late: its success does not count toward closing, and
+        // the other round-1 probe being dropped does not free a round-2 slot.
+        let late = round1.remove(0);
+        assert_eq!(late.record(t2, Verdict::Success), None);
+        drop(round1);
+        assert!(matches!(b.admit(t2).0, Admission::Refused { .. }));
+        // Round 2's own three successes close it.
+        let mut closed = None;
+        for slot in round2 {
+            closed = closed.or(slot.record(t2, Verdict::Success));
+        }
+        let c = closed.expect("closed by round 2's probes");
+        assert_eq!(
+            (c.from, c.to),
+            (BreakerState::HalfOpen, BreakerState::Closed)
+        );
     }
 
     #[test]

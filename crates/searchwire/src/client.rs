@@ -138,7 +138,12 @@ impl Client {
         roots: Vec<rustls::pki_types::CertificateDer<'static>>,
     ) -> Result<Client, Error> {
         let connector = HyperConnector::new(ConnSettings {
-            connect_timeout: b.connect_timeout,
+            // Within the attempt timeout, so an unanswered SYN is classified as a connect
+            // failure (never sent: retryable even for POST) rather than an attempt timeout.
+            connect_timeout: match b.attempt_timeout {
+                Some(t) => b.connect_timeout.min(t),
+                None => b.connect_timeout,
+            },
             pool_idle_timeout: b.pool_idle_timeout,
             pool_max_idle_per_node: b.pool_max_idle_per_node,
             max_response_bytes: b.max_response_bytes,
@@ -319,8 +324,9 @@ impl Inner {
     fn effective_deadline(&self, request: &Request, start: Instant) -> Option<Instant> {
         match request.deadline {
             Some(Deadline::At(at)) => Some(at),
-            Some(Deadline::Within(d)) => Some(start + d),
-            None => self.deadline.map(|d| start + d),
+            // A budget too large to represent as an instant is no deadline at all.
+            Some(Deadline::Within(d)) => start.checked_add(d),
+            None => self.deadline.and_then(|d| start.checked_add(d)),
         }
     }
 
@@ -376,11 +382,11 @@ impl Inner {
             // The cluster breaker admits (or refuses) every attempt.
             let mut probe = None;
             if let Some(breaker) = &self.breaker {
-                let (admission, change) = breaker.admit(Instant::now());
+                let (admission, change, round) = breaker.admit_in_round(Instant::now());
                 self.breaker_changed(change);
                 match admission {
                     Admission::Allowed => {}
-                    Admission::Probe => probe = Some(ProbeSlot::new(breaker)),
+                    Admission::Probe => probe = Some(ProbeSlot::new(breaker, round)),
                     Admission::Refused { retry_in } => {
                         return Err(match pending.take() {
                             Some((node, last)) => {
@@ -617,7 +623,7 @@ impl Inner {
                 }
             };
             if let Some(d) = deadline {
-                if now + delay >= d {
+                if now.checked_add(delay).is_none_or(|end| end >= d) {
                     let note = format!(
                         "not retried: the next backoff ({}) would end after the deadline",
                         crate::duration::format_duration(delay)

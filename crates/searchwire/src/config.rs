@@ -498,9 +498,40 @@ impl ClientBuilder {
     }
 
     pub(crate) fn build_with_override(
-        mut self,
+        self,
         env: Option<Option<Duration>>,
     ) -> Result<Client, Error> {
+        let (b, addrs, headers, roots) = self.prepare(env)?;
+        Client::from_parts(b, addrs, headers, roots)
+    }
+
+    /// Like `build_with_override`, with every validation and the real headers, but over
+    /// the given connector (tests).
+    #[cfg(test)]
+    pub(crate) fn build_with_connector(
+        self,
+        env: Option<Option<Duration>>,
+        connector: std::sync::Arc<dyn crate::conn::Connector>,
+    ) -> Result<Client, Error> {
+        let (b, addrs, headers, _roots) = self.prepare(env)?;
+        Ok(Client::with_connector(b, addrs, headers, connector))
+    }
+
+    /// Validates everything; returns the builder, the parsed seed addresses, the default
+    /// headers (user agent, credentials, custom headers) and the extra CA roots.
+    #[allow(clippy::type_complexity)]
+    fn prepare(
+        mut self,
+        env: Option<Option<Duration>>,
+    ) -> Result<
+        (
+            ClientBuilder,
+            Vec<NodeAddr>,
+            HeaderMap,
+            Vec<rustls::pki_types::CertificateDer<'static>>,
+        ),
+        Error,
+    > {
         if let Some(o) = env {
             self.attempt_timeout = o;
         }
@@ -579,11 +610,14 @@ impl ClientBuilder {
         for (k, v) in &self.headers {
             let name = HeaderName::from_bytes(k.as_bytes())
                 .map_err(|_| Error::config(format!("default header name {k:?} is not valid")))?;
-            let value = HeaderValue::from_str(v).map_err(|_| {
+            let mut value = HeaderValue::from_str(v).map_err(|_| {
                 Error::config(format!(
                     "default header {k:?} has a value that is not valid in HTTP"
                 ))
             })?;
+            if crate::request::is_secret_header(&name) {
+                value.set_sensitive(true);
+            }
             headers.insert(name, value);
         }
         if let Some(c) = &self.credentials {
@@ -605,7 +639,7 @@ impl ClientBuilder {
                 ));
             }
         }
-        Client::from_parts(self, addrs, headers, roots)
+        Ok((self, addrs, headers, roots))
     }
 }
 

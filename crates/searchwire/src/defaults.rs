@@ -30,9 +30,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// further.
 pub const RETRY_AFTER_CAP: Duration = Duration::from_secs(30);
 
-/// Idle keep-alive connections are closed after 90 s: below the usual 120 s+ idle timeouts
-/// of load balancers, so the client closes first instead of writing into a closed socket.
-pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// Idle keep-alive connections are closed after 50 s: below the idle timeouts of the load
+/// balancers usually in front of clusters (AWS ALB 60 s, nginx 75 s), so the client closes
+/// an idle connection before a balancer silently drops it — a dropped connection would
+/// come back as a reset on the next request and mark a healthy node dead.
+pub const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(50);
 
 /// Idle connections kept per node: 64, enough for the concurrency of a busy application
 /// without hoarding sockets on every node.
@@ -303,7 +305,7 @@ pub fn table() -> Vec<DefaultEntry> {
         DefaultEntry {
             setting: "pool_idle_timeout",
             value: d(POOL_IDLE_TIMEOUT),
-            why: "close idle connections before load balancers do",
+            why: "close idle connections before load balancers (ALB 60 s, nginx 75 s) drop them",
         },
         DefaultEntry {
             setting: "pool_max_idle_per_node",

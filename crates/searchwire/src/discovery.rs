@@ -555,7 +555,7 @@ async fn run(
     let mut due = cfg.on_start;
     loop {
         if !due {
-            let next = cfg.interval.map(|i| Instant::now() + i);
+            let next = cfg.interval.and_then(|i| Instant::now().checked_add(i));
             let periodic = async {
                 match next {
                     Some(at) => tokio::time::sleep_until(at).await,

@@ -178,7 +178,7 @@ async fn the_deadline_cancels_the_attempt_in_flight_without_marking_the_node_dea
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_deadline_cancels_the_backoff_sleep_too() {
+async fn the_deadline_cancels_a_retry_in_flight_after_a_backoff() {
     // Attempt 1 hangs 600 ms then 503s; the backoff of 300 ms would end at 900 ms, inside
     // a 1 s deadline; attempt 2 hangs and is cancelled at exactly 1 s.
     let c = Scripted::default();
@@ -288,6 +288,10 @@ async fn connectivity_failures_mark_nodes_dead_but_answers_never_do() {
         assert_eq!(first, 1);
         let _ = cl.send(Request::get("/")).await;
         assert_eq!(!cl.nodes()[0].alive, dead, "{step:?}");
+        // A connectivity failure drops the node's pooled connections (the idle ones are as
+        // suspect as the one that failed); an answer leaves them.
+        let expected: Vec<u16> = if dead { vec![1] } else { vec![] };
+        assert_eq!(c.resets(), expected, "{step:?}");
     }
 }
 
@@ -353,24 +357,106 @@ async fn exponential_backoff_with_a_seed_is_reproducible() {
 
 #[tokio::test(start_paused = true)]
 async fn the_environment_override_replaces_the_programmatic_attempt_timeout() {
+    // Through the real build path: the override replaces the builder's 300 s.
+    let build = |env: &str, c: &Scripted| {
+        Client::builder()
+            .node("http://node:1")
+            .attempt_timeout(Duration::from_secs(300))
+            .max_retries(0)
+            .resurrection_timers(false)
+            .health_refresh(false)
+            .build_with_connector(
+                crate::config::timeout_override(Some(env)).unwrap(),
+                Arc::new(c.clone()),
+            )
+            .unwrap()
+    };
     let c = Scripted::default();
     c.default_step(1, Step::Hang);
-    let b = Client::builder()
-        .node("http://node:1")
-        .attempt_timeout(Duration::from_secs(300))
-        .max_retries(0)
-        .resurrection_timers(false);
-    let addrs = vec![NodeAddr::from_parts("http", "node", 1, "")];
-    let env = crate::config::timeout_override(Some("1.5")).unwrap();
-    let mut b = b;
-    if let Some(o) = env {
-        b.attempt_timeout = o;
-    }
-    let cl = Client::with_connector(b, addrs, HeaderMap::new(), Arc::new(c.clone()));
+    let cl = build("1.5", &c);
     let t0 = Instant::now();
     let e = cl.send(Request::get("/")).await.unwrap_err();
     assert_eq!(Instant::now() - t0, ms(1500));
     assert_eq!(e.last_outcome(), Some(OutcomeKind::Timeout));
+    // A request's own attempt timeout is the code's statement about that request: it wins.
+    let t0 = Instant::now();
+    let _ = cl
+        .send(Request::get("/").attempt_timeout(ms(200)))
+        .await
+        .unwrap_err();
+    assert_eq!(Instant::now() - t0, ms(200));
+    // "0" disables the per-attempt timeout: only the deadline ends a hung attempt.
+    let cl = build("0", &c);
+    let t0 = Instant::now();
+    let e = cl
+        .send(Request::get("/").timeout(Duration::from_secs(400)))
+        .await
+        .unwrap_err();
+    assert_eq!(Instant::now() - t0, Duration::from_secs(400));
+    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded);
+}
+
+#[tokio::test(start_paused = true)]
+async fn huge_deadlines_and_delays_never_panic() {
+    let c = Scripted::default();
+    c.push(1, Step::Status(503));
+    let cl = client(1, &c, |b| b);
+    // A budget too large to be an instant is no deadline at all.
+    cl.send(Request::get("/").timeout(Duration::MAX))
+        .await
+        .unwrap();
+    // A backoff that cannot be added to "now" is one that would end after any deadline.
+    let c = Scripted::default();
+    c.default_step(1, Step::Status(503));
+    let cl = client(1, &c, |b| b.backoff(Backoff::from_fn(|_| Duration::MAX)));
+    let e = cl
+        .send(Request::get("/").timeout(Duration::from_secs(5)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.attempts().len(), 1);
+    assert!(
+        e.to_string().contains("would end after the deadline"),
+        "{e}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_connection_errors_not_retried_a_refused_node_fails_at_once() {
+    let c = Scripted::default();
+    c.push(1, Step::Connect);
+    let cl = client(2, &c, |b| b.retry_on_connection_errors(false));
+    let e = cl.send(Request::get("/")).await.unwrap_err();
+    assert_eq!(e.attempts().len(), 1);
+    assert_eq!(e.kind(), ErrorKind::NoNodeReachable);
+    // Statuses are still retried.
+    let c = Scripted::default();
+    c.push(1, Step::Status(503));
+    let cl = client(2, &c, |b| b.retry_on_connection_errors(false));
+    assert_eq!(
+        cl.send(Request::get("/")).await.unwrap().attempts().len(),
+        2
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_ejected_for_gateway_errors_is_not_revived_by_another_one() {
+    // One node answering 503 to everything: after 5 consecutive gateway errors it is
+    // ejected. Still tried as the last resort, its next 503 must not bring it back — only
+    // its resurrection check readmits it.
+    let c = Scripted::default();
+    c.default_step(1, Step::Status(503));
+    let cl = client(1, &c, |b| b.max_retries(0));
+    for _ in 0..5 {
+        let _ = cl.send(Request::get("/")).await;
+    }
+    assert!(!cl.nodes()[0].alive, "ejected after 5 gateway errors");
+    for _ in 0..3 {
+        let _ = cl.send(Request::get("/")).await;
+        assert!(
+            !cl.nodes()[0].alive,
+            "a 503 from a dead node does not revive it"
+        );
+    }
 }
 
 #[tokio::test(start_paused = true)]

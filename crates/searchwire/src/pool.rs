@@ -386,6 +386,12 @@ impl Pool {
         now: Instant,
         reason: &str,
     ) -> Transition {
+        if !node.is_alive() {
+            // A dead node tried as a last resort answered 502/503/504: reachable, but not
+            // serving. It stays dead; only its resurrection check (one probe) readmits it.
+            node.health_mut().last_error = Some(format!("answered {reason}"));
+            return Transition::StillDead;
+        }
         node.clean.store(false, Ordering::Release);
         let count = {
             let mut h = node.health_mut();

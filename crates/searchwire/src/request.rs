@@ -18,8 +18,8 @@ pub enum Deadline {
 }
 
 /// One logical request. Cheap to clone; its body is reference-counted so every retry
-/// replays it without copying.
-#[derive(Clone, Debug)]
+/// replays it without copying. Its `Debug` shows header names, never their values.
+#[derive(Clone)]
 pub struct Request {
     pub(crate) method: Method,
     pub(crate) path: String,
@@ -30,6 +30,39 @@ pub struct Request {
     pub(crate) deadline: Option<Deadline>,
     pub(crate) idempotent: Option<bool>,
     pub(crate) error: Option<String>,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.keys().map(|k| k.as_str()).collect();
+        f.debug_struct("Request")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field(
+                "query_keys",
+                &self.query.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field("headers", &names)
+            .field("body_len", &self.body.as_ref().map(|b| b.len()))
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("deadline", &self.deadline)
+            .field("idempotent", &self.idempotent)
+            .finish()
+    }
+}
+
+/// Whether a header carries a secret: its value is marked sensitive (HTTP stacks never log
+/// it) and never printed.
+pub(crate) fn is_secret_header(name: &HeaderName) -> bool {
+    let n = name.as_str();
+    n == "authorization"
+        || n == "proxy-authorization"
+        || n == "cookie"
+        || n.contains("token")
+        || n.contains("secret")
+        || n.contains("password")
+        || n.contains("api-key")
+        || n.contains("apikey")
 }
 
 /// POST endpoints that only read, and are therefore safe to retry after a timeout or reset.
@@ -102,7 +135,10 @@ impl Request {
             HeaderName::from_bytes(name.as_bytes()),
             HeaderValue::from_str(value),
         ) {
-            (Ok(n), Ok(v)) => {
+            (Ok(n), Ok(mut v)) => {
+                if is_secret_header(&n) {
+                    v.set_sensitive(true);
+                }
                 self.headers.append(n, v);
             }
             _ => {
@@ -158,6 +194,12 @@ impl Request {
 
     /// Overall time budget, measured from [`Client::send`](crate::Client::send): bounds every
     /// attempt and backoff together.
+    ///
+    /// The deadline *cancels*; it does not fail over. When it fires during an attempt, the
+    /// attempt is `Cancelled` and the node is not marked dead (the caller's budget says
+    /// nothing about the node). For a hung node to be detected, marked dead and skipped
+    /// *within* the budget, set an attempt timeout shorter than the budget (for example a
+    /// third of it): the attempt timeout is the client's own judgment of the node.
     pub fn timeout(mut self, budget: Duration) -> Request {
         self.deadline = Some(Deadline::Within(budget));
         self
@@ -261,6 +303,20 @@ mod tests {
         assert!(Request::post("/i/_mget").is_idempotent());
         assert!(Request::post("/_bulk").idempotent(true).is_idempotent());
         assert!(!Request::get("/").idempotent(false).is_idempotent());
+    }
+
+    #[test]
+    fn debug_never_shows_header_values_or_the_body() {
+        let r = Request::post("/i/_doc")
+            .header("Authorization", "Bearer s3cret")
+            .header("x-api-key", "k3y")
+            .body("{\"password\":\"p4ss\"}");
+        let d = format!("{r:?}");
+        for secret in ["s3cret", "k3y", "p4ss"] {
+            assert!(!d.contains(secret), "{d}");
+        }
+        assert!(d.contains("authorization"), "{d}");
+        assert!(r.headers.get("authorization").unwrap().is_sensitive());
     }
 
     #[test]

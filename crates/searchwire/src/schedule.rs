@@ -121,6 +121,10 @@ impl Default for ResurrectionConfig {
 /// timeouts of jitter is certainly a typo.
 const MAX_JITTER_SCALE: f64 = 10.0;
 
+/// Largest accepted `ResurrectionConfig::max`: one day. A dead node checked less often than
+/// daily is a node nobody wants back; the bound also keeps every computed instant in range.
+pub const MAX_RESURRECT_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
+
 impl ResurrectionConfig {
     /// Check the configuration; the error names the offending field and
     /// value.
@@ -130,6 +134,13 @@ impl ResurrectionConfig {
     pub fn validate(&self) -> Result<(), String> {
         if self.initial.is_zero() {
             return Err("resurrection initial timeout must be greater than zero (got 0s)".into());
+        }
+        if self.max > MAX_RESURRECT_TIMEOUT {
+            return Err(format!(
+                "resurrection max timeout ({}) must be at most {}",
+                format_duration(self.max),
+                format_duration(MAX_RESURRECT_TIMEOUT)
+            ));
         }
         if self.max < self.initial {
             return Err(format!(

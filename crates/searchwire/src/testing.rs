@@ -226,15 +226,16 @@ pub(crate) fn client(
     f: impl FnOnce(ClientBuilder) -> ClientBuilder,
 ) -> Client {
     let b = f(Client::builder()
+        .nodes((1..=n).map(|p| format!("http://node:{p}")))
         .backoff(Backoff::constant(Duration::from_millis(100)))
         .adaptive_jitter(AdaptiveJitter::off())
         .resurrection_timers(false)
         .health_refresh(false)
+        .read_environment(false)
         .seed(1));
-    let addrs: Vec<NodeAddr> = (1..=n)
-        .map(|p| NodeAddr::from_parts("http", "node", p, ""))
-        .collect();
-    Client::with_connector(b, addrs, HeaderMap::new(), Arc::new(conn.clone()))
+    // The real build path: every validation, the real default headers and credentials.
+    b.build_with_connector(None, Arc::new(conn.clone()))
+        .expect("test client configuration")
 }
 
 pub(crate) fn ms(n: u64) -> Duration {
