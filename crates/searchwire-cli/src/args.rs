@@ -265,7 +265,7 @@ pub enum ExplainCommand {
 
 #[derive(Debug, Args)]
 pub struct ResurrectionArgs {
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = total_help())]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000), help = total_help())]
     pub total: Option<u64>,
 
     #[arg(
@@ -427,7 +427,7 @@ fn breaker_help() -> String {
 pub const DEFAULT_TOTAL: u64 = 150;
 
 fn total_help() -> String {
-    format!("Nodes in the cluster [default: {DEFAULT_TOTAL}]")
+    format!("Nodes in the cluster, 1 to 1000000 [default: {DEFAULT_TOTAL}]")
 }
 
 fn failures_help() -> String {

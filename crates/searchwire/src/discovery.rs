@@ -53,7 +53,7 @@ use crate::error::{Error, ErrorKind};
 use crate::health::{check_node, CheckResult};
 use crate::node::NodeAddr;
 use crate::observe::NodeEvent;
-use crate::pool::{lock, Member, PoolNode, Transition};
+use crate::pool::{lock, ClearOnDrop, Member, PoolNode, Transition};
 
 /// The nodes-info request: HTTP addresses and OS facts (allocated processors) only.
 pub(crate) const NODES_PATH: &str = "/_nodes/http,os";
@@ -447,8 +447,10 @@ async fn fetch_from(inner: &Inner, addr: &NodeAddr) -> Result<(u16, Bytes), Stri
     crate::health::background_get(inner, addr, NODES_PATH, "", inner.discovery.config.timeout).await
 }
 
-/// Health-checks, concurrently, every pool node that has never answered. Those that
-/// answer become alive; the others are marked failed and get a resurrection timer.
+/// Health-checks, concurrently, every pool node that has never answered and has no
+/// resurrection timer yet. Those that answer become alive; the others are marked failed
+/// and get a resurrection timer, which checks them from then on (a later discovery round
+/// does not check them again: that would double the checks and skew their schedule).
 /// Returns the URLs of those that did not answer.
 async fn check_unproven(inner: &Arc<Inner>) -> Vec<String> {
     let unproven: Vec<Arc<PoolNode>> = inner
@@ -456,7 +458,10 @@ async fn check_unproven(inner: &Arc<Inner>) -> Vec<String> {
         .topology()
         .nodes
         .iter()
-        .filter(|n| !n.is_alive() && !n.health().viable)
+        .filter(|n| {
+            let h = n.health();
+            !n.is_alive() && !h.viable && !h.timer_running
+        })
         .cloned()
         .collect();
     let mut checks = tokio::task::JoinSet::new();
@@ -552,6 +557,13 @@ async fn run(
     wake: Arc<Notify>,
     cfg: DiscoveryConfig,
 ) {
+    // However the task ends (even dropped with the runtime it was started on), the next
+    // request may start it again.
+    let _started = ClearOnDrop::new(|| {
+        if let Some(inner) = weak.upgrade() {
+            inner.discovery.started.store(false, Ordering::Release);
+        }
+    });
     let mut due = cfg.on_start;
     loop {
         if !due {

@@ -28,7 +28,7 @@ use crate::capability::{Capability, Change, ProbeOutcome};
 use crate::client::{error_chain, Inner};
 use crate::node::NodeAddr;
 use crate::observe::NodeEvent;
-use crate::pool::{lock, PoolNode, Transition};
+use crate::pool::{lock, ClearOnDrop, PoolNode, Transition};
 
 /// The cluster-health endpoint, always asked with [`CLUSTER_HEALTH_QUERY`].
 pub(crate) const CLUSTER_HEALTH_PATH: &str = "/_cluster/health";
@@ -293,7 +293,11 @@ pub(crate) async fn background_get(
     *head.uri_mut() = uri;
     *head.headers_mut() = inner.headers.clone();
     if let Some(modify) = &inner.health_modifier {
-        modify(&mut head);
+        // A panicking modifier is the caller's bug; it must not take the background task
+        // (and with it the node's timer) down. The check fails and says why.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| modify(&mut head))).is_err() {
+            return Err("the health_check_request_modifier panicked; no request was sent".into());
+        }
     }
     let req = head.map(|()| Full::new(Bytes::new()));
     match tokio::time::timeout(timeout, inner.connector.send(addr, req)).await {
@@ -449,6 +453,8 @@ pub(crate) fn spawn_probe_if_due(inner: &Arc<Inner>, node: &Arc<PoolNode>) {
     let inner = Arc::clone(inner);
     let node = Arc::clone(node);
     handle.spawn(async move {
+        // However the probe ends (even dropped with its runtime), it is no longer in flight.
+        let _probing = ClearOnDrop::new(|| node.capability().probing = false);
         probe_capability(&inner, &node).await;
     });
 }

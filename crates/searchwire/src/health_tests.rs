@@ -40,9 +40,12 @@ fn cap(cl: &Client, port: u16) -> Capability {
 }
 
 /// Lets spawned tasks (a background probe) run to completion: advances the paused clock in
-/// 1 ms steps until `done`, at most `within`.
+/// 1 ms steps until `done`, at most `within`. Always yields at least once, so tasks spawned
+/// just before get to run even when `done` already holds (otherwise an assertion that
+/// "nothing else happens" could never fail).
 async fn until(within: Duration, done: impl Fn() -> bool) {
     let end = Instant::now() + within;
+    tokio::time::sleep(ms(1)).await;
     while !done() {
         assert!(
             Instant::now() < end,
@@ -115,7 +118,11 @@ async fn a_denied_probe_makes_the_node_unavailable_and_it_is_reprobed_after_four
         assert_eq!(check_node(&cl.inner, &n).await, CheckResult::Healthy);
         until(ms(5), || true).await;
         assert_eq!(c.targets(1), vec!["/", PROBE, "/"]);
-        assert_eq!(cl.cluster_health().nodes[0].reprobe_in, Some(secs(1)));
+        assert_eq!(
+            cl.cluster_health().nodes[0].reprobe_in,
+            Some((t0 + H4) - Instant::now()),
+            "re-probe due exactly 4 h after the denial"
+        );
         // The permission was granted meanwhile: the re-probe after 4 h finds it.
         c.on_path(1, HEALTH, Step::Health);
         tokio::time::sleep_until(t0 + H4).await;
@@ -677,4 +684,41 @@ async fn background_requests_carry_headers_credentials_and_the_request_modifier(
         Client::builder().health_check_request_modifier(|_| {})
     )
     .is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_request_modifier_fails_the_check_but_never_kills_the_resurrection_timer() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let calls = Arc::new(AtomicU32::new(0));
+    let seen = Arc::clone(&calls);
+    let c = Scripted::default();
+    c.default_step(1, Step::Connect);
+    let cl = client(2, &c, |b| {
+        b.resurrection_timers(true)
+            .resurrection(crate::ResurrectionConfig {
+                jitter_scale: 0.0,
+                ..Default::default()
+            })
+            .max_retries(0)
+            // The first background request panics inside the caller's modifier.
+            .health_check_request_modifier(move |_| {
+                if seen.fetch_add(1, Ordering::SeqCst) == 0 {
+                    panic!("modifier bug");
+                }
+            })
+    });
+    while !c.ports().contains(&1) {
+        let _ = cl.send(Request::get("/x")).await;
+    }
+    assert!(!cl.nodes()[0].alive);
+    with_root(&c, [1]);
+    // First check: the modifier panics, no request is sent, the node stays dead and is
+    // rescheduled. Second check: it answers and comes back.
+    until(secs(30), || cl.nodes()[0].alive).await;
+    assert!(
+        calls.load(Ordering::SeqCst) >= 2,
+        "the timer survived and checked again"
+    );
+    let snap = &cl.nodes()[0];
+    assert_eq!(snap.failures, 0);
 }

@@ -156,11 +156,12 @@ impl NodeAddr {
         };
         let prefix = url.path().trim_end_matches('/').to_string();
         let creds = if !url.username().is_empty() || url.password().is_some() {
+            // Userinfo is percent-encoded (RFC 3986); `+` and `&` are literal characters
+            // there, unlike in form encoding.
             let decode = |s: &str| {
-                url::form_urlencoded::parse(format!("x={s}").as_bytes())
-                    .next()
-                    .map(|(_, v)| v.into_owned())
-                    .unwrap_or_default()
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8_lossy()
+                    .into_owned()
             };
             Some(Credentials::Basic {
                 username: decode(url.username()),
@@ -303,6 +304,17 @@ mod tests {
         assert_eq!(a.as_str(), "http://[::1]:9201");
         let (a, _) = NodeAddr::parse("http://[::1]").unwrap();
         assert_eq!(a.as_str(), "http://[::1]:9200");
+        // Reserved characters in userinfo are percent-decoded, not form-decoded.
+        match NodeAddr::parse("https://u%40corp:a+b&c%25d%3A@h:9200")
+            .unwrap()
+            .1
+        {
+            Some(Credentials::Basic { username, password }) => {
+                assert_eq!(username, "u@corp");
+                assert_eq!(password, "a+b&c%d:");
+            }
+            other => panic!("{other:?}"),
+        }
         // An explicit default port is kept, not replaced by 9200.
         let (a, _) = NodeAddr::parse("https://search.example:443").unwrap();
         assert_eq!(a.as_str(), "https://search.example:443");

@@ -25,6 +25,30 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     }
 }
 
+/// Runs a closure when dropped, unless disarmed: clears a "task running" flag however the
+/// task ends — returning, panicking, or dropped with its runtime — so a later caller can
+/// start the task again instead of believing it still runs.
+pub(crate) struct ClearOnDrop<F: FnMut()>(Option<F>);
+
+impl<F: FnMut()> ClearOnDrop<F> {
+    pub(crate) fn new(f: F) -> ClearOnDrop<F> {
+        ClearOnDrop(Some(f))
+    }
+
+    /// The flag was already handed over (cleared under a lock by the task itself).
+    pub(crate) fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl<F: FnMut()> Drop for ClearOnDrop<F> {
+    fn drop(&mut self) {
+        if let Some(f) = &mut self.0 {
+            f();
+        }
+    }
+}
+
 /// Mutable per-node health, changed only on transitions.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct NodeHealth {
@@ -62,6 +86,9 @@ pub(crate) struct PoolNode {
     /// Set when the node is alive, viable, without failures and without an auth
     /// rejection, so that recording another answer has nothing to change.
     clean: AtomicBool,
+    /// Signalled when the node's next check is rescheduled, so its resurrection timer
+    /// re-reads the due time instead of sleeping on a stale one.
+    pub(crate) rescheduled: tokio::sync::Notify,
     health: Mutex<NodeHealth>,
     /// Cluster-health capability and what health requests learned (version, health).
     capability: Mutex<NodeCapability>,
@@ -76,6 +103,7 @@ impl PoolNode {
             alive: AtomicBool::new(seed),
             cores: AtomicU32::new(cores),
             clean: AtomicBool::new(false),
+            rescheduled: tokio::sync::Notify::new(),
             health: Mutex::new(NodeHealth {
                 viable: seed,
                 ..NodeHealth::default()
@@ -358,6 +386,7 @@ impl Pool {
         // The delay reads live counts, so compute it after the flag flipped.
         let delay = self.resurrection_delay(failures);
         node.health_mut().next_check = Some(now + delay);
+        node.rescheduled.notify_one();
         if was_alive {
             let (live, total) = self.counts();
             tracing::warn!(

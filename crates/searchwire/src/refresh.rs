@@ -35,7 +35,7 @@ use crate::health::{
     answered, check_root, fetch_cluster_health, log_change, probe_capability, CheckResult,
     HealthAnswer,
 };
-use crate::pool::PoolNode;
+use crate::pool::{ClearOnDrop, PoolNode};
 use crate::schedule::{health_refresh_interval, MAX_HEALTH_REFRESH};
 
 /// Starts the background task if enabled and not running. Without a tokio runtime this does
@@ -60,6 +60,13 @@ pub(crate) fn interval(inner: &Inner) -> Duration {
 }
 
 async fn run(weak: Weak<Inner>, mut shutdown: watch::Receiver<()>) {
+    // However the task ends (even dropped with the runtime it was started on), the next
+    // request may start it again.
+    let _started = ClearOnDrop::new(|| {
+        if let Some(inner) = weak.upgrade() {
+            inner.refresh_started.store(false, Ordering::Release);
+        }
+    });
     loop {
         let wait = match weak.upgrade() {
             Some(inner) => interval(&inner),
@@ -116,13 +123,22 @@ async fn visit(inner: &Inner, node: &PoolNode, refresh: bool) {
     }
     match crate::health::reported(inner, node, "periodic", check_root(inner, node)).await {
         CheckResult::Healthy => {
-            answered(inner, node, None, "answered a health check");
+            answered_if_alive(inner, node, None);
             probe_capability(inner, node).await;
         }
-        CheckResult::AuthRejected(s) => answered(inner, node, Some(s), "answered a health check"),
+        CheckResult::AuthRejected(s) => answered_if_alive(inner, node, Some(s)),
         CheckResult::Unhealthy(why) | CheckResult::Unreachable(why) => {
             tracing::debug!(node = %node.addr, reason = %why, "periodic health check failed; skipped (user requests and resurrection decide liveness)");
         }
+    }
+}
+
+/// Records a refresh answer (clearing or setting the node's credentials problem) — only if
+/// the node is still alive: a refresh sent before a user request marked the node dead must
+/// not revive it and skip its resurrection backoff. The refresh never decides liveness.
+fn answered_if_alive(inner: &Inner, node: &PoolNode, auth: Option<u16>) {
+    if node.is_alive() {
+        answered(inner, node, auth, "answered a health check");
     }
 }
 
@@ -131,7 +147,7 @@ async fn refresh_node(inner: &Inner, node: &PoolNode) {
     match fetch_cluster_health(inner, node).await {
         HealthAnswer::Ok(h) => {
             node.capability().health = Some((h, Instant::now()));
-            answered(inner, node, None, "answered a health check");
+            answered_if_alive(inner, node, None);
         }
         HealthAnswer::Denied(s) => {
             let change = node.capability().revoked();

@@ -209,10 +209,14 @@ impl Client {
                         auth_rejected = Some(s);
                         error = Some(auth_problem(s));
                     }
-                    CheckResult::Unhealthy(why) | CheckResult::Unreachable(why) => {
+                    CheckResult::Unreachable(why) => {
                         failed(&inner, &node, &why);
                         error = Some(why);
                     }
+                    // Reachable but not (yet) serving GET / — a 429 under load, a 503 while
+                    // starting: reported, liveness left alone. User traffic and resurrection
+                    // checks decide it, as for any answer.
+                    CheckResult::Unhealthy(why) => error = Some(why),
                 }
                 let c = node.capability().clone();
                 let report = NodeReport {

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use crate::client::Inner;
 use crate::health::{check_node, CheckResult};
 use crate::observe::NodeEvent;
-use crate::pool::{PoolNode, Transition};
+use crate::pool::{ClearOnDrop, PoolNode, Transition};
 
 /// Starts the node's timer unless one is already running.
 pub(crate) fn ensure_timer(inner: &Arc<Inner>, node: &Arc<PoolNode>) {
@@ -40,21 +40,28 @@ async fn run(
     node: Arc<PoolNode>,
     mut shutdown: tokio::sync::watch::Receiver<()>,
 ) {
+    // However this task ends, the node must not be left believing it has a timer.
+    let mut running = ClearOnDrop::new(|| node.health_mut().timer_running = false);
     loop {
-        let due = node.health().next_check;
-        if let Some(due) = due {
-            tokio::select! {
-                _ = tokio::time::sleep_until(due) => {}
-                _ = shutdown.changed() => break,
+        // Sleep until the check is due, re-reading the due time whenever it is
+        // rescheduled (a failed last-resort request, a discovery check).
+        if let Some(due) = node.health().next_check {
+            if due > Instant::now() {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(due) => {}
+                    _ = node.rescheduled.notified() => continue,
+                    _ = shutdown.changed() => return,
+                }
             }
         }
-        let Some(inner) = weak.upgrade() else { break };
+        let Some(inner) = weak.upgrade() else { return };
         if !inner.pool.contains(&node) {
-            break;
+            return;
         }
         if node.is_alive() {
             if finish(&node) {
-                break;
+                running.disarm();
+                return;
             }
             continue;
         }
@@ -69,10 +76,12 @@ async fn run(
         }
         drop(inner);
         if node.is_alive() && finish(&node) {
-            break;
+            // `finish` cleared the flag under the lock; a timer started after that (the
+            // node died again) owns it now, so do not clear it again.
+            running.disarm();
+            return;
         }
     }
-    node.health_mut().timer_running = false;
 }
 
 /// Ends the timer unless the node died again meanwhile (then the loop goes on, so a node
