@@ -313,6 +313,15 @@ impl Client {
     }
 }
 
+/// Per-request retry bookkeeping, consulted and updated by [`Inner::plan_retry`].
+struct RetryState {
+    idempotent: bool,
+    /// The previous backoff (decorrelated jitter grows from it).
+    prev_delay: Duration,
+    /// Retries made so far, per outcome kind (for class backoff rules).
+    class_retries: Vec<(OutcomeKind, u32)>,
+}
+
 /// The outcome of one attempt, before it is turned into a record.
 struct AttemptResult {
     kind: OutcomeKind,
@@ -357,16 +366,17 @@ impl Inner {
     ) -> Result<Response, Error> {
         let deadline = self.effective_deadline(request, start);
         let attempt_timeout = request.attempt_timeout.or(self.attempt_timeout);
-        let idempotent = request.is_idempotent();
         let query = encode_query(&request.query);
         let mut attempts: Vec<Attempt> = Vec::new();
         // Nodes already tried by this request, so retries prefer other nodes. Inline (no
         // allocation on the hot path); past 8 attempts older entries are forgotten, which
         // only means a retry may revisit a node.
         let mut tried = [0usize; 8];
-        let mut prev_delay = Duration::ZERO;
-        // Retries made so far, per outcome kind (for class backoff rules).
-        let mut class_retries: Vec<(OutcomeKind, u32)> = Vec::new();
+        let mut plan = RetryState {
+            idempotent: request.is_idempotent(),
+            prev_delay: Duration::ZERO,
+            class_retries: Vec::new(),
+        };
         // The last failed attempt, kept while its retry waits for the breaker's admission.
         let mut pending: Option<(Arc<PoolNode>, AttemptResult)> = None;
 
@@ -390,7 +400,13 @@ impl Inner {
                     Admission::Refused { retry_in } => {
                         return Err(match pending.take() {
                             Some((node, last)) => {
-                                self.retry_denied(request, last.kind, DenyReason::Breaker);
+                                self.retry_denied(
+                                    request,
+                                    request_id,
+                                    &node,
+                                    &last,
+                                    DenyReason::Breaker,
+                                );
                                 final_error(
                                     request,
                                     &node,
@@ -420,93 +436,18 @@ impl Inner {
             };
             tried[(number as usize - 1) % 8] = crate::pool::node_key(&node);
             let http_req = self.build_http(request, &node.addr, &query)?;
-            let span = tracing::debug_span!(
-                "searchwire.attempt",
-                attempt = number,
-                server.address = node.addr.host(),
-                server.port = node.addr.port(),
-                http.request.resend_count = tracing::field::Empty,
-                outcome = tracing::field::Empty,
-                http.response.status_code = tracing::field::Empty,
-                elapsed_ms = tracing::field::Empty,
-            );
-            if number > 1 {
-                span.record("http.request.resend_count", number - 1);
-            }
-            let current = tracing::Span::current();
-            current.record("server.address", node.addr.host());
-            current.record("server.port", node.addr.port());
-            let attempt_start = Instant::now();
-            let send = self.connector.send(&node.addr, http_req);
-            let bounded = async {
-                match attempt_timeout {
-                    Some(t) => tokio::time::timeout(t, send).await.ok(),
-                    None => Some(send.await),
-                }
-            };
-            let outcome: Option<Option<Result<RawResponse, crate::conn::SendError>>> =
-                match deadline {
-                    Some(d) => {
-                        tokio::select! {
-                            r = bounded.instrument(span.clone()) => Some(r),
-                            _ = tokio::time::sleep_until(d) => None,
-                        }
-                    }
-                    None => Some(bounded.instrument(span.clone()).await),
-                };
-            let elapsed = attempt_start.elapsed();
-            let result = match outcome {
-                None => AttemptResult {
-                    kind: OutcomeKind::Cancelled,
-                    raw: None,
-                    detail: Some("the request's deadline expired during the attempt".into()),
-                },
-                Some(None) => AttemptResult {
-                    kind: OutcomeKind::Timeout,
-                    raw: None,
-                    detail: Some(format!(
-                        "no complete response within the attempt timeout of {}",
-                        crate::duration::format_duration(attempt_timeout.unwrap_or_default())
-                    )),
-                },
-                Some(Some(Err(e))) => AttemptResult {
-                    kind: e.kind,
-                    raw: None,
-                    detail: Some(error_chain(&*e.source)),
-                },
-                Some(Some(Ok(raw))) => AttemptResult {
-                    kind: OutcomeKind::from_status(raw.status),
-                    raw: Some(raw),
-                    detail: None,
-                },
-            };
-            let status = result.raw.as_ref().map(|r| r.status);
-            span.record("outcome", result.kind.as_str());
-            span.record("elapsed_ms", elapsed.as_millis() as u64);
-            if let Some(s) = status {
-                span.record("http.response.status_code", s.as_u16());
-            }
-            span.in_scope(|| {
-                tracing::debug!(
-                    retry_id = request_id,
-                    attempt = number,
-                    node = %node.addr,
-                    index = request.index().unwrap_or(""),
-                    outcome = result.kind.as_str(),
-                    status = status.map(|s| s.as_u16()),
-                    elapsed_ms = elapsed.as_millis() as u64,
-                    "attempt finished"
+            let (result, elapsed) = self
+                .run_attempt(
+                    request,
+                    request_id,
+                    &node,
+                    http_req,
+                    number,
+                    attempt_timeout,
+                    deadline,
                 )
-            });
-            self.observer.attempt_finished(&AttemptEvent {
-                method: &request.method,
-                path: &request.path,
-                node: node.addr.as_str(),
-                attempt: number,
-                outcome: result.kind,
-                status,
-                elapsed,
-            });
+                .await;
+            let status = result.raw.as_ref().map(|r| r.status);
             if let Some(breaker) = &self.breaker {
                 let verdict = Verdict::of(result.kind);
                 let now = Instant::now();
@@ -527,180 +468,307 @@ impl Inner {
                 detail: result.detail.clone(),
             });
 
-            if result.kind == OutcomeKind::Success {
-                let raw = result.raw.unwrap_or_else(|| RawResponse {
-                    status: http::StatusCode::OK,
-                    headers: HeaderMap::new(),
-                    body: Bytes::new(),
-                });
-                return Ok(Response {
-                    status: raw.status,
-                    headers: raw.headers,
-                    body: raw.body,
-                    node: node.addr.shared(),
-                    attempts,
-                });
-            }
-            if result.kind == OutcomeKind::Cancelled {
-                let total = deadline
-                    .map(|d| d.saturating_duration_since(start))
-                    .unwrap_or_default();
-                return Err(Error::new(
-                    ErrorKind::DeadlineExceeded,
-                    format!(
-                        "deadline of {} exceeded after {} attempt(s); the last attempt to {} was cancelled (the node was not marked dead)",
-                        crate::duration::format_duration(total),
-                        attempts.len(),
-                        node.addr
-                    ),
-                )
-                .with_attempts(attempts));
-            }
-
-            // Whether to retry: the retry policy decides, within the class rule's limit
-            // (counting that class's retries) or else max_retries (counting every retry).
-            let retries_done = number - 1;
-            let class_done = class_retries
-                .iter()
-                .find(|(k, _)| *k == result.kind)
-                .map_or(0, |(_, n)| *n);
-            let rule = self.class_backoff.rule_for(result.kind);
-            let (done, limit) = match rule {
-                Some(r) => (class_done, r.max_retries),
-                None => (retries_done, self.retry.max_retries),
-            };
-            if let Err(why) = self
-                .retry
-                .decide_within(result.kind, status, idempotent, done, limit)
-            {
-                return Err(final_error(request, &node, result, attempts, why, None));
-            }
-            // An open breaker refuses the retry now rather than after a pointless backoff.
-            let now = Instant::now();
-            let breaker_state = match &self.breaker {
-                Some(b) => {
-                    let (state, change) = b.state(now);
-                    self.breaker_changed(change);
-                    state
+            match (result.kind, result.raw) {
+                (OutcomeKind::Success, Some(raw)) => {
+                    return Ok(Response {
+                        status: raw.status,
+                        headers: raw.headers,
+                        body: raw.body,
+                        node: node.addr.shared(),
+                        attempts,
+                    });
                 }
-                None => BreakerState::Closed,
-            };
-            if breaker_state == BreakerState::Open {
-                self.retry_denied(request, result.kind, DenyReason::Breaker);
-                return Err(final_error(
-                    request,
-                    &node,
-                    result,
-                    attempts,
-                    NoRetry::Exhausted,
-                    Some(BREAKER_NOTE.to_string()),
-                ));
-            }
-            // How long: the server's Retry-After, else the class rule's or the client's
-            // backoff, stretched by the adaptive jitter multiplier.
-            let hint = self.retry.server_hint(
-                status,
-                result.raw.as_ref().map(|r| &r.headers),
-                (self.wall_clock)(),
-            );
-            let (delay, multiplier) = match hint {
-                Some(h) => (h, 1.0),
-                None => {
-                    let base = {
-                        let mut rng = lock(&self.rng);
-                        match self
-                            .class_backoff
-                            .delay(result.kind, class_done + 1, &mut rng)
-                        {
-                            Some(d) => d,
-                            None => self.backoff.delay(number, prev_delay, &mut rng),
+                (OutcomeKind::Cancelled, _) => {
+                    let total = deadline
+                        .map(|d| d.saturating_duration_since(start))
+                        .unwrap_or_default();
+                    return Err(Error::new(
+                        ErrorKind::DeadlineExceeded,
+                        format!(
+                            "deadline of {} exceeded after {} attempt(s); the last attempt to {} was cancelled (the node was not marked dead)",
+                            crate::duration::format_duration(total),
+                            attempts.len(),
+                            node.addr
+                        ),
+                    )
+                    .with_attempts(attempts));
+                }
+                (kind, raw) => {
+                    let result = AttemptResult {
+                        kind,
+                        raw,
+                        detail: result.detail,
+                    };
+                    let delay = match self.plan_retry(
+                        request, request_id, &node, &result, number, deadline, &mut plan,
+                    ) {
+                        Ok(delay) => delay,
+                        Err((why, note)) => {
+                            return Err(final_error(request, &node, result, attempts, why, note));
                         }
                     };
-                    let m = self
-                        .retry_counter
-                        .multiplier(now, breaker_state == BreakerState::Closed);
-                    (crate::jitter::scale(base, m), m)
-                }
-            };
-            if let Some(d) = deadline {
-                if now.checked_add(delay).is_none_or(|end| end >= d) {
-                    let note = format!(
-                        "not retried: the next backoff ({}) would end after the deadline",
-                        crate::duration::format_duration(delay)
-                    );
-                    return Err(final_error(
-                        request,
-                        &node,
-                        result,
-                        attempts,
-                        NoRetry::Exhausted,
-                        Some(note),
-                    ));
+                    if let Some(last) = attempts.last_mut() {
+                        last.backoff = delay;
+                    }
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    pending = Some((node, result));
                 }
             }
-            // Whether the client can afford it: the retry budget.
-            if let Some(budget) = &self.budget {
-                if !budget.withdraw(now) {
-                    self.retry_denied(request, result.kind, DenyReason::Budget);
-                    let cfg = budget.config();
-                    let note = format!(
+        }
+    }
+
+    /// One attempt on `node`: sends, bounded by the attempt timeout and the deadline,
+    /// classifies the outcome, and reports it (span, log, observer). Returns the
+    /// classified result and how long the attempt took.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_attempt(
+        &self,
+        request: &Request,
+        request_id: u64,
+        node: &PoolNode,
+        http_req: http::Request<Full<Bytes>>,
+        number: u32,
+        attempt_timeout: Option<Duration>,
+        deadline: Option<Instant>,
+    ) -> (AttemptResult, Duration) {
+        let span = tracing::debug_span!(
+            "searchwire.attempt",
+            attempt = number,
+            server.address = node.addr.host(),
+            server.port = node.addr.port(),
+            http.request.resend_count = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            http.response.status_code = tracing::field::Empty,
+            elapsed_ms = tracing::field::Empty,
+        );
+        if number > 1 {
+            span.record("http.request.resend_count", number - 1);
+        }
+        let current = tracing::Span::current();
+        current.record("server.address", node.addr.host());
+        current.record("server.port", node.addr.port());
+        let attempt_start = Instant::now();
+        let send = self.connector.send(&node.addr, http_req);
+        let bounded = async {
+            match attempt_timeout {
+                Some(t) => tokio::time::timeout(t, send).await.ok(),
+                None => Some(send.await),
+            }
+        };
+        let outcome: Option<Option<Result<RawResponse, crate::conn::SendError>>> = match deadline {
+            Some(d) => {
+                tokio::select! {
+                    r = bounded.instrument(span.clone()) => Some(r),
+                    _ = tokio::time::sleep_until(d) => None,
+                }
+            }
+            None => Some(bounded.instrument(span.clone()).await),
+        };
+        let elapsed = attempt_start.elapsed();
+        let result = match outcome {
+            None => AttemptResult {
+                kind: OutcomeKind::Cancelled,
+                raw: None,
+                detail: Some("the request's deadline expired during the attempt".into()),
+            },
+            Some(None) => AttemptResult {
+                kind: OutcomeKind::Timeout,
+                raw: None,
+                detail: Some(format!(
+                    "no complete response within the attempt timeout of {}",
+                    crate::duration::format_duration(attempt_timeout.unwrap_or_default())
+                )),
+            },
+            Some(Some(Err(e))) => AttemptResult {
+                kind: e.kind,
+                raw: None,
+                detail: Some(error_chain(&*e.source)),
+            },
+            Some(Some(Ok(raw))) => AttemptResult {
+                kind: OutcomeKind::from_status(raw.status),
+                raw: Some(raw),
+                detail: None,
+            },
+        };
+        let status = result.raw.as_ref().map(|r| r.status);
+        span.record("outcome", result.kind.as_str());
+        span.record("elapsed_ms", elapsed.as_millis() as u64);
+        if let Some(s) = status {
+            span.record("http.response.status_code", s.as_u16());
+        }
+        span.in_scope(|| {
+            tracing::debug!(
+                retry_id = request_id,
+                attempt = number,
+                node = %node.addr,
+                index = request.index().unwrap_or(""),
+                outcome = result.kind.as_str(),
+                status = status.map(|s| s.as_u16()),
+                elapsed_ms = elapsed.as_millis() as u64,
+                "attempt finished"
+            )
+        });
+        self.observer.attempt_finished(&AttemptEvent {
+            method: &request.method,
+            path: &request.path,
+            node: node.addr.as_str(),
+            attempt: number,
+            outcome: result.kind,
+            status,
+            elapsed,
+        });
+        (result, elapsed)
+    }
+
+    /// Whether and after how long the failed attempt `number` is retried. Asks, in order:
+    /// the retry policy (within the class rule's limit, or `max_retries`), the breaker (an
+    /// open one refuses now rather than after a pointless backoff), the delay (Retry-After,
+    /// else the class rule's or the client's backoff, stretched by the adaptive jitter),
+    /// the deadline (a backoff that would end after it is not started), and the retry
+    /// budget — so a retry the deadline forbids never spends budget. `Err` says why not,
+    /// with a note for the error message.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_retry(
+        &self,
+        request: &Request,
+        request_id: u64,
+        node: &PoolNode,
+        result: &AttemptResult,
+        number: u32,
+        deadline: Option<Instant>,
+        plan: &mut RetryState,
+    ) -> Result<Duration, (NoRetry, Option<String>)> {
+        let status = result.raw.as_ref().map(|r| r.status);
+        let retries_done = number - 1;
+        let class_done = plan
+            .class_retries
+            .iter()
+            .find(|(k, _)| *k == result.kind)
+            .map_or(0, |(_, n)| *n);
+        let (done, limit) = match self.class_backoff.rule_for(result.kind) {
+            Some(r) => (class_done, r.max_retries),
+            None => (retries_done, self.retry.max_retries),
+        };
+        self.retry
+            .decide_within(result.kind, status, plan.idempotent, done, limit)
+            .map_err(|why| (why, None))?;
+        let now = Instant::now();
+        let breaker_state = match &self.breaker {
+            Some(b) => {
+                let (state, change) = b.state(now);
+                self.breaker_changed(change);
+                state
+            }
+            None => BreakerState::Closed,
+        };
+        if breaker_state == BreakerState::Open {
+            self.retry_denied(request, request_id, node, result, DenyReason::Breaker);
+            return Err((NoRetry::Exhausted, Some(BREAKER_NOTE.to_string())));
+        }
+        let hint = self.retry.server_hint(
+            status,
+            result.raw.as_ref().map(|r| &r.headers),
+            (self.wall_clock)(),
+        );
+        let (delay, multiplier) = match hint {
+            Some(h) => (h, 1.0),
+            None => {
+                let base = {
+                    let mut rng = lock(&self.rng);
+                    match self
+                        .class_backoff
+                        .delay(result.kind, class_done + 1, &mut rng)
+                    {
+                        Some(d) => d,
+                        None => self.backoff.delay(number, plan.prev_delay, &mut rng),
+                    }
+                };
+                let m = self
+                    .retry_counter
+                    .multiplier(now, breaker_state == BreakerState::Closed);
+                (crate::jitter::scale(base, m), m)
+            }
+        };
+        if let Some(d) = deadline {
+            if now.checked_add(delay).is_none_or(|end| end >= d) {
+                return Err((
+                    NoRetry::Exhausted,
+                    Some(format!(
+                        "not retried: the next backoff ({}) would end after the deadline",
+                        crate::duration::format_duration(delay)
+                    )),
+                ));
+            }
+        }
+        if let Some(budget) = &self.budget {
+            if !budget.withdraw(now) {
+                self.retry_denied(request, request_id, node, result, DenyReason::Budget);
+                let cfg = budget.config();
+                return Err((
+                    NoRetry::Exhausted,
+                    Some(format!(
                         "not retried: the client's retry budget is exhausted (retries may add {}% to the requests of the last {}, plus {}/s) — the cluster is failing many requests",
                         (cfg.ratio * 100.0).round(),
                         crate::duration::format_duration(cfg.window),
                         cfg.min_per_sec
-                    );
-                    return Err(final_error(
-                        request,
-                        &node,
-                        result,
-                        attempts,
-                        NoRetry::Exhausted,
-                        Some(note),
-                    ));
-                }
+                    )),
+                ));
             }
-            self.retry_counter.record_retry(now);
-            match class_retries.iter_mut().find(|(k, _)| *k == result.kind) {
-                Some((_, n)) => *n += 1,
-                None => class_retries.push((result.kind, 1)),
-            }
-            self.observer.retry_scheduled(&RetryEvent {
-                method: &request.method,
-                node: node.addr.as_str(),
-                attempt: number,
-                outcome: result.kind,
-                delay,
-                jitter_multiplier: multiplier,
-            });
-            if let Some(last) = attempts.last_mut() {
-                last.backoff = delay;
-            }
-            prev_delay = delay;
-            if !delay.is_zero() {
-                tracing::debug!(
-                    retry_id = request_id,
-                    attempt = number,
-                    node = %node.addr,
-                    class = result.kind.as_str(),
-                    backoff_ms = delay.as_millis() as u64,
-                    jitter_multiplier = multiplier,
-                    "backing off before retry"
-                );
-                tokio::time::sleep(delay).await;
-            }
-            pending = Some((node, result));
         }
+        self.retry_counter.record_retry(now);
+        match plan
+            .class_retries
+            .iter_mut()
+            .find(|(k, _)| *k == result.kind)
+        {
+            Some((_, n)) => *n += 1,
+            None => plan.class_retries.push((result.kind, 1)),
+        }
+        self.observer.retry_scheduled(&RetryEvent {
+            method: &request.method,
+            node: node.addr.as_str(),
+            attempt: number,
+            outcome: result.kind,
+            delay,
+            jitter_multiplier: multiplier,
+        });
+        plan.prev_delay = delay;
+        if !delay.is_zero() {
+            tracing::debug!(
+                retry_id = request_id,
+                attempt = number,
+                node = %node.addr,
+                index = request.index().unwrap_or(""),
+                class = result.kind.as_str(),
+                backoff_ms = delay.as_millis() as u64,
+                jitter_multiplier = multiplier,
+                "backing off before retry"
+            );
+        }
+        Ok(delay)
     }
 
-    fn retry_denied(&self, request: &Request, outcome: OutcomeKind, reason: DenyReason) {
+    fn retry_denied(
+        &self,
+        request: &Request,
+        request_id: u64,
+        node: &PoolNode,
+        last: &AttemptResult,
+        reason: DenyReason,
+    ) {
         tracing::debug!(
-            outcome = outcome.as_str(),
+            retry_id = request_id,
+            node = %node.addr,
+            index = request.index().unwrap_or(""),
+            outcome = last.kind.as_str(),
             reason = reason.as_str(),
             "retry not made"
         );
         self.observer.retry_denied(&RetryDeniedEvent {
             method: &request.method,
-            outcome,
+            outcome: last.kind,
             reason,
         });
     }
