@@ -16,18 +16,9 @@ use crate::request::Auth;
 /// Runs the subcommand; returns the exit code (never returns with `--watch`, which runs
 /// until interrupted).
 pub async fn run(args: HealthArgs, auth: Auth) -> u8 {
-    if let Some(addr) = args.metrics_addr {
-        if let Err(e) = crate::metrics::serve(addr) {
-            output::error_message(&e);
-            return exit::USAGE;
-        }
-    }
-    let client = match build_client(&args, auth) {
+    let client = match crate::request::start(args.metrics_addr, || build_client(&args, auth)) {
         Ok(c) => c,
-        Err(e) => {
-            output::error_message(&e);
-            return exit::USAGE;
-        }
+        Err(code) => return code,
     };
     loop {
         let report = client.check_all().await;

@@ -35,22 +35,30 @@ pub fn connect(conn: &ConnectArgs, auth: Auth) -> Result<searchwire::ClientBuild
     Ok(b)
 }
 
-/// Runs the subcommand; returns the exit code.
-pub async fn run(args: RequestArgs, auth: Auth) -> u8 {
-    // The recorder goes in before the client is built, so the client's metrics are
-    // described to it.
-    if let Some(addr) = args.metrics_addr {
+/// Starts the metrics endpoint (if asked) and then builds the command's client, so the
+/// client's metrics are described to the recorder. A failure of either is a usage error
+/// (exit 2), already reported on stderr.
+pub fn start(
+    metrics_addr: Option<std::net::SocketAddr>,
+    build: impl FnOnce() -> Result<Client, String>,
+) -> Result<Client, u8> {
+    if let Some(addr) = metrics_addr {
         if let Err(e) = crate::metrics::serve(addr) {
             output::error_message(&e);
-            return exit::USAGE;
+            return Err(exit::USAGE);
         }
     }
-    let client = match build_client(&args, auth) {
+    build().map_err(|e| {
+        output::error_message(&e);
+        exit::USAGE
+    })
+}
+
+/// Runs the subcommand; returns the exit code.
+pub async fn run(args: RequestArgs, auth: Auth) -> u8 {
+    let client = match start(args.metrics_addr, || build_client(&args, auth)) {
         Ok(c) => c,
-        Err(e) => {
-            output::error_message(&e);
-            return exit::USAGE;
-        }
+        Err(code) => return code,
     };
     let template = match build_request(&args) {
         Ok(r) => r,
