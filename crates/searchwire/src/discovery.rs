@@ -50,10 +50,9 @@ use tokio::time::Instant;
 
 use crate::client::Inner;
 use crate::error::{Error, ErrorKind};
-use crate::health::{check_node, CheckResult};
+use crate::health::{apply, check_node, CheckResult, Effect};
 use crate::node::NodeAddr;
-use crate::observe::NodeEvent;
-use crate::pool::{lock, ClearOnDrop, Member, PoolNode, Transition};
+use crate::pool::{lock, ClearOnDrop, Member, PoolNode};
 
 /// The nodes-info request: HTTP addresses and OS facts (allocated processors) only.
 pub(crate) const NODES_PATH: &str = "/_nodes/http,os";
@@ -476,26 +475,9 @@ async fn check_unproven(inner: &Arc<Inner>) -> Vec<String> {
     let mut not_answering = Vec::new();
     while let Some(joined) = checks.join_next().await {
         let Ok((node, result)) = joined else { continue };
-        let auth = match result {
-            CheckResult::Healthy => None,
-            CheckResult::AuthRejected(s) => Some(s),
-            CheckResult::Unhealthy(reason) | CheckResult::Unreachable(reason) => {
-                tracing::warn!(node = %node.addr, reason = %reason, "discovered node did not answer its health check; no traffic until it does");
-                inner.pool.mark_failed(&node, Instant::now(), &reason);
-                if inner.resurrection_timers {
-                    crate::resurrect::ensure_timer(inner, &node);
-                }
-                not_answering.push(node.addr.to_string());
-                continue;
-            }
-        };
-        if inner.pool.mark_answered(&node, auth) == Transition::Revived {
-            inner.observer.node_transition(&NodeEvent {
-                node: node.addr.as_str(),
-                alive: true,
-                failures: 0,
-                reason: "discovered node answered its health check",
-            });
+        apply(inner, &node, &result, Effect::Discovery);
+        if !matches!(result, CheckResult::Healthy | CheckResult::AuthRejected(_)) {
+            not_answering.push(node.addr.to_string());
         }
     }
     not_answering.sort();
@@ -590,7 +572,7 @@ async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pool::Pool;
+    use crate::pool::{Pool, Transition};
     use crate::schedule::ResurrectionConfig;
     use serde_json::json;
 

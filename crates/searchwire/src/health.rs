@@ -489,31 +489,119 @@ pub(crate) async fn check_node(inner: &Arc<Inner>, node: &Arc<PoolNode>) -> Chec
     result
 }
 
-/// The node answered a health check (`auth`: it rejected the credentials with this
-/// status): alive, never dead.
-pub(crate) fn answered(inner: &Inner, node: &PoolNode, auth: Option<u16>, reason: &str) {
+/// Who ran a health check, which decides what its result does to the node. The one place
+/// that turns a [`CheckResult`] into node effects is [`apply`]; the differences between the
+/// callers are deliberate ("only connectivity decides liveness", `docs/ARCHITECTURE.md`):
+///
+/// | effect | answered (200, 401/403) | unhealthy (answered, not usefully) | unreachable |
+/// | --- | --- | --- | --- |
+/// | `Resurrection` | alive | one more failure, rescheduled | one more failure, rescheduled |
+/// | `Discovery` | alive | warned, failed, timer | warned, failed, timer |
+/// | `CheckAll` | alive | reported only | dead (announced), timer |
+/// | `Refresh` | recorded if still alive | skipped | skipped |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// A resurrection timer's check of a dead node. An answer brings it back; anything
+    /// else counts one more failure and reschedules it — the timer running the check
+    /// follows the new due time, so nothing else is started or announced.
+    Resurrection,
+    /// Discovery's first check of a node that never answered. An answer lets traffic in;
+    /// a node that did not answer usefully is logged as a warning, marked failed and
+    /// handed to its resurrection timer, which checks it from then on.
+    Discovery,
+    /// [`Client::check_all`](crate::Client::check_all). An answer makes the node alive;
+    /// only an unreachable node is ejected (announced to the observer, handed to its
+    /// resurrection timer, a rediscovery trigger). A node that is reachable but not (yet)
+    /// serving `GET /` — a 429 under load, a 503 while starting — is reported by the caller
+    /// and its liveness left alone: user traffic and resurrection checks decide it.
+    CheckAll,
+    /// The periodic refresh, which never decides liveness. An answer is recorded (the
+    /// node's credentials problem set or cleared) only while the node is still alive: a
+    /// refresh sent before a user request marked the node dead must not revive it and skip
+    /// its resurrection backoff. A failure is skipped; the next cycle tries again.
+    Refresh,
+}
+
+impl Effect {
+    /// The observer's reason when an answer brings the node back.
+    fn revived_reason(self) -> &'static str {
+        match self {
+            Effect::Resurrection => "health check succeeded",
+            Effect::Discovery => "discovered node answered its health check",
+            Effect::CheckAll | Effect::Refresh => "answered a health check",
+        }
+    }
+}
+
+/// Applies a health check's `result` to `node`, as `effect` says (see [`Effect`]).
+pub(crate) fn apply(
+    inner: &Arc<Inner>,
+    node: &Arc<PoolNode>,
+    result: &CheckResult,
+    effect: Effect,
+) {
+    let auth = match result {
+        CheckResult::Healthy => None,
+        // Reachable: never death, whoever asked.
+        CheckResult::AuthRejected(s) => Some(*s),
+        CheckResult::Unhealthy(reason) | CheckResult::Unreachable(reason) => {
+            did_not_answer(inner, node, result, reason, effect);
+            return;
+        }
+    };
+    if effect == Effect::Refresh && !node.is_alive() {
+        return;
+    }
     if inner.pool.mark_answered(node, auth) == Transition::Revived {
         inner.observer.node_transition(&NodeEvent {
             node: node.addr.as_str(),
             alive: true,
             failures: 0,
-            reason,
+            reason: effect.revived_reason(),
         });
     }
 }
 
-/// The node failed a health check: marked dead (or kept dead), handed to its resurrection
-/// timer.
-pub(crate) fn failed(inner: &Arc<Inner>, node: &Arc<PoolNode>, reason: &str) {
-    if inner.pool.mark_failed(node, Instant::now(), reason) == Transition::Died {
-        inner.observer.node_transition(&NodeEvent {
-            node: node.addr.as_str(),
-            alive: false,
-            failures: node.health().failures,
-            reason,
-        });
-        crate::discovery::node_died(inner);
+/// The failure half of [`apply`]: `result` is `Unhealthy` or `Unreachable`.
+fn did_not_answer(
+    inner: &Arc<Inner>,
+    node: &Arc<PoolNode>,
+    result: &CheckResult,
+    reason: &str,
+    effect: Effect,
+) {
+    match effect {
+        Effect::Resurrection => {
+            inner.pool.mark_failed(node, Instant::now(), reason);
+        }
+        Effect::Discovery => {
+            tracing::warn!(node = %node.addr, reason = %reason, "discovered node did not answer its health check; no traffic until it does");
+            inner.pool.mark_failed(node, Instant::now(), reason);
+            ensure_timer(inner, node);
+        }
+        Effect::CheckAll => {
+            if matches!(result, CheckResult::Unhealthy(_)) {
+                return;
+            }
+            if inner.pool.mark_failed(node, Instant::now(), reason) == Transition::Died {
+                inner.observer.node_transition(&NodeEvent {
+                    node: node.addr.as_str(),
+                    alive: false,
+                    failures: node.health().failures,
+                    reason,
+                });
+                crate::discovery::node_died(inner);
+            }
+            ensure_timer(inner, node);
+        }
+        Effect::Refresh => {
+            tracing::debug!(node = %node.addr, reason = %reason, "periodic health check failed; skipped (user requests and resurrection decide liveness)");
+        }
     }
+}
+
+/// Hands a failed node to its resurrection timer, when timers are on.
+fn ensure_timer(inner: &Arc<Inner>, node: &Arc<PoolNode>) {
     if inner.resurrection_timers {
         crate::resurrect::ensure_timer(inner, node);
     }

@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use crate::capability::Capability;
 use crate::client::Inner;
 use crate::health::{
-    answered, check_root, fetch_cluster_health, log_change, probe_capability, CheckResult,
+    apply, check_root, fetch_cluster_health, log_change, probe_capability, CheckResult, Effect,
     HealthAnswer,
 };
 use crate::pool::{ClearOnDrop, PoolNode};
@@ -107,7 +107,7 @@ pub(crate) async fn cycle(inner: &Arc<Inner>) {
     while tasks.join_next().await.is_some() {}
 }
 
-async fn visit(inner: &Inner, node: &PoolNode, refresh: bool) {
+async fn visit(inner: &Arc<Inner>, node: &Arc<PoolNode>, refresh: bool) {
     let (state, due) = {
         let c = node.capability();
         (c.state, c.probe_due(Instant::now()) && !c.probing)
@@ -121,33 +121,20 @@ async fn visit(inner: &Inner, node: &PoolNode, refresh: bool) {
     if !due {
         return;
     }
-    match crate::health::reported(inner, node, "periodic", check_root(inner, node)).await {
-        CheckResult::Healthy => {
-            answered_if_alive(inner, node, None);
-            probe_capability(inner, node).await;
-        }
-        CheckResult::AuthRejected(s) => answered_if_alive(inner, node, Some(s)),
-        CheckResult::Unhealthy(why) | CheckResult::Unreachable(why) => {
-            tracing::debug!(node = %node.addr, reason = %why, "periodic health check failed; skipped (user requests and resurrection decide liveness)");
-        }
-    }
-}
-
-/// Records a refresh answer (clearing or setting the node's credentials problem) — only if
-/// the node is still alive: a refresh sent before a user request marked the node dead must
-/// not revive it and skip its resurrection backoff. The refresh never decides liveness.
-fn answered_if_alive(inner: &Inner, node: &PoolNode, auth: Option<u16>) {
-    if node.is_alive() {
-        answered(inner, node, auth, "answered a health check");
+    let result = crate::health::reported(inner, node, "periodic", check_root(inner, node)).await;
+    // Records the answer only if the node is still alive; never decides liveness.
+    apply(inner, node, &result, Effect::Refresh);
+    if result == CheckResult::Healthy {
+        probe_capability(inner, node).await;
     }
 }
 
 /// Refreshes an Available node's stored cluster health.
-async fn refresh_node(inner: &Inner, node: &PoolNode) {
+async fn refresh_node(inner: &Arc<Inner>, node: &Arc<PoolNode>) {
     match fetch_cluster_health(inner, node).await {
         HealthAnswer::Ok(h) => {
             node.capability().health = Some((h, Instant::now()));
-            answered_if_alive(inner, node, None);
+            apply(inner, node, &CheckResult::Healthy, Effect::Refresh);
         }
         HealthAnswer::Denied(s) => {
             let change = node.capability().revoked();

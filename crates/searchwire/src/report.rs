@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use crate::capability::{Capability, ProbeOutcome};
 use crate::client::Client;
 use crate::health::{
-    answered, check_root, failed, probe_capability, CheckResult, ClusterHealthLocal, ClusterStatus,
+    apply, check_root, probe_capability, CheckResult, ClusterHealthLocal, ClusterStatus, Effect,
 };
 use crate::pool::PoolNode;
 
@@ -197,26 +197,22 @@ impl Client {
                 let mut auth_rejected = None;
                 let mut cluster_health = None;
                 let check = check_root(&inner, &node);
-                match crate::health::reported(&inner, &node, "check_all", check).await {
+                let result = crate::health::reported(&inner, &node, "check_all", check).await;
+                // Only an unreachable node is ejected; see `Effect::CheckAll`.
+                apply(&inner, &node, &result, Effect::CheckAll);
+                match result {
                     CheckResult::Healthy => {
-                        answered(&inner, &node, None, "answered a health check");
                         if let ProbeOutcome::Ok(h) = probe_capability(&inner, &node).await {
                             cluster_health = Some(h);
                         }
                     }
                     CheckResult::AuthRejected(s) => {
-                        answered(&inner, &node, Some(s), "answered a health check");
                         auth_rejected = Some(s);
                         error = Some(auth_problem(s));
                     }
-                    CheckResult::Unreachable(why) => {
-                        failed(&inner, &node, &why);
-                        error = Some(why);
+                    CheckResult::Unreachable(why) | CheckResult::Unhealthy(why) => {
+                        error = Some(why)
                     }
-                    // Reachable but not (yet) serving GET / — a 429 under load, a 503 while
-                    // starting: reported, liveness left alone. User traffic and resurrection
-                    // checks decide it, as for any answer.
-                    CheckResult::Unhealthy(why) => error = Some(why),
                 }
                 let c = node.capability().clone();
                 let report = NodeReport {

@@ -11,9 +11,8 @@ use std::sync::{Arc, Weak};
 use tokio::time::Instant;
 
 use crate::client::Inner;
-use crate::health::{check_node, CheckResult};
-use crate::observe::NodeEvent;
-use crate::pool::{ClearOnDrop, PoolNode, Transition};
+use crate::health::{apply, check_node, Effect};
+use crate::pool::{ClearOnDrop, PoolNode};
 
 /// Starts the node's timer unless one is already running.
 pub(crate) fn ensure_timer(inner: &Arc<Inner>, node: &Arc<PoolNode>) {
@@ -65,15 +64,9 @@ async fn run(
             }
             continue;
         }
-        match crate::health::reported(&inner, &node, "resurrection", check_node(&inner, &node))
-            .await
-        {
-            CheckResult::Healthy => revive(&inner, &node, None),
-            CheckResult::AuthRejected(s) => revive(&inner, &node, Some(s)),
-            CheckResult::Unhealthy(reason) | CheckResult::Unreachable(reason) => {
-                inner.pool.mark_failed(&node, Instant::now(), &reason);
-            }
-        }
+        let result =
+            crate::health::reported(&inner, &node, "resurrection", check_node(&inner, &node)).await;
+        apply(&inner, &node, &result, Effect::Resurrection);
         drop(inner);
         if node.is_alive() && finish(&node) {
             // `finish` cleared the flag under the lock; a timer started after that (the
@@ -93,16 +86,5 @@ fn finish(node: &PoolNode) -> bool {
         true
     } else {
         false
-    }
-}
-
-fn revive(inner: &Inner, node: &PoolNode, auth: Option<u16>) {
-    if inner.pool.mark_answered(node, auth) == Transition::Revived {
-        inner.observer.node_transition(&NodeEvent {
-            node: node.addr.as_str(),
-            alive: true,
-            failures: 0,
-            reason: "health check succeeded",
-        });
     }
 }

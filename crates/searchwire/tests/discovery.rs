@@ -1,16 +1,14 @@
 //! Discovery against the fake cluster: who joins, who leaves, who gets user traffic.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::{Arc, Mutex};
+mod support;
+
+use std::sync::Arc;
 use std::time::Duration;
 
-use searchwire::observe::NodeEvent;
-use searchwire::{Client, ErrorKind, Observer};
+use searchwire::{Client, ErrorKind};
 use searchwire_fake::{nodes_info_json, Behavior, FakeCluster, FakeNode, Match, NodeInfoSpec};
-use tokio::sync::Notify;
-
-/// Bound for positive waits, so a broken test fails instead of hanging.
-const BOUND: Duration = Duration::from_secs(10);
+use support::Joins;
 
 const NODES_INFO: &str = "/_nodes/http,os";
 
@@ -64,40 +62,6 @@ fn urls(client: &Client) -> Vec<String> {
 
 fn alive(client: &Client, url: &str) -> bool {
     client.nodes().iter().any(|n| n.url == url && n.alive)
-}
-
-/// Collects "node came back / joined" events and lets a test wait for them.
-#[derive(Default)]
-struct Joins {
-    alive: Mutex<Vec<String>>,
-    changed: Notify,
-}
-
-impl Observer for Joins {
-    fn node_transition(&self, e: &NodeEvent<'_>) {
-        if e.alive {
-            self.alive.lock().unwrap().push(e.node.to_string());
-            self.changed.notify_waiters();
-        }
-    }
-}
-
-impl Joins {
-    async fn wait_for(&self, url: &str) -> bool {
-        tokio::time::timeout(BOUND, async {
-            loop {
-                let notified = self.changed.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                if self.alive.lock().unwrap().iter().any(|u| u == url) {
-                    return;
-                }
-                notified.await;
-            }
-        })
-        .await
-        .is_ok()
-    }
 }
 
 #[tokio::test]

@@ -5,47 +5,15 @@
 //! (4 h re-probe, refresh interval) is asserted with paused time in `src/health_tests.rs`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-use std::time::Duration;
+mod support;
 
-use searchwire::observe::NodeEvent;
 use searchwire::{
-    Backoff, Capability, Client, ClusterStatus, ErrorKind, Observer, Request, ResurrectionConfig,
+    Backoff, Capability, Client, ClusterStatus, ErrorKind, Request, ResurrectionConfig,
 };
 use searchwire_fake::{Behavior, FakeCluster, FakeNode, Match, VERSION};
-use tokio::sync::mpsc::UnboundedReceiver;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use support::{ms, transition, transitions};
 
 const HEALTH: &str = "/_cluster/health";
-
-struct Transitions(tokio::sync::mpsc::UnboundedSender<(String, bool)>);
-
-impl Observer for Transitions {
-    fn node_transition(&self, e: &NodeEvent<'_>) {
-        let _ = self.0.send((e.node.to_string(), e.alive));
-    }
-}
-
-fn transitions() -> (Arc<Transitions>, UnboundedReceiver<(String, bool)>) {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    (Arc::new(Transitions(tx)), rx)
-}
-
-/// Waits (bounded) until the client reports `url` with `alive`.
-async fn transition(rx: &mut UnboundedReceiver<(String, bool)>, url: &str, alive: bool) {
-    tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some((node, a)) = rx.recv().await {
-            if a == alive && node == url {
-                return;
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{url} did not become alive={alive}"));
-}
 
 fn client(cluster: &FakeCluster) -> searchwire::ClientBuilder {
     Client::builder()

@@ -5,19 +5,13 @@
 //! bound (never earlier than the schedule) and a generous upper bound.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::sync::Arc;
-use std::time::Duration;
+mod support;
 
-use searchwire::observe::NodeEvent;
-use searchwire::Observer;
-use tokio::sync::mpsc::UnboundedReceiver;
+use std::time::Duration;
 
 use searchwire::{Backoff, Client, ErrorKind, Request, ResurrectionConfig};
 use searchwire_fake::{Behavior, FakeCluster, Match, Recorded};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use support::{ms, revived, transitions};
 
 /// initial 300 ms, max 2 s, floor 100 ms, no jitter.
 fn fast_schedule() -> ResurrectionConfig {
@@ -28,33 +22,6 @@ fn fast_schedule() -> ResurrectionConfig {
         minimum: ms(100),
         jitter_scale: 0.0,
     }
-}
-
-/// Node transitions, as the client reports them to its observer.
-struct Transitions(tokio::sync::mpsc::UnboundedSender<(String, bool)>);
-
-impl Observer for Transitions {
-    fn node_transition(&self, e: &NodeEvent<'_>) {
-        let _ = self.0.send((e.node.to_string(), e.alive));
-    }
-}
-
-fn transitions() -> (Arc<Transitions>, UnboundedReceiver<(String, bool)>) {
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-    (Arc::new(Transitions(tx)), rx)
-}
-
-/// Waits (bounded) until the client reports `url` alive again.
-async fn revived(rx: &mut UnboundedReceiver<(String, bool)>, url: &str, within: Duration) {
-    tokio::time::timeout(within, async {
-        while let Some((node, alive)) = rx.recv().await {
-            if alive && node == url {
-                return;
-            }
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("{url} was not resurrected within {within:?}"));
 }
 
 fn gaps(reqs: &[Recorded]) -> Vec<Duration> {
