@@ -313,6 +313,61 @@ async fn the_cluster_breaker_goes_through_every_state() {
     );
 }
 
+/// Polls `fut` once: `Pending` leaves it in flight (admitted and sent, or waiting).
+async fn poll_once<F: std::future::Future + Unpin>(fut: &mut F) -> std::task::Poll<F::Output> {
+    std::future::poll_fn(|cx| std::task::Poll::Ready(std::pin::Pin::new(&mut *fut).poll(cx))).await
+}
+
+#[tokio::test(start_paused = true)]
+async fn half_open_admits_exactly_the_probes_and_a_dropped_probe_frees_its_slot() {
+    let c = Scripted::default();
+    c.default_step(1, Step::Status(503));
+    let cl = client(1, &c, |b| {
+        b.max_retries(0)
+            .no_retry_budget()
+            .node_gateway_failures_to_eject(0)
+            .circuit_breaker(BreakerConfig {
+                min_requests: 3,
+                probes: 2,
+                ..BreakerConfig::default()
+            })
+    });
+    for _ in 0..3 {
+        let _ = cl.send(Request::get("/")).await;
+    }
+    assert_eq!(cl.breaker_state(), BreakerState::Open);
+    tokio::time::advance(Duration::from_secs(5)).await;
+    assert_eq!(cl.breaker_state(), BreakerState::HalfOpen);
+
+    // Probes that never answer stay in flight (time does not move while they are pending).
+    c.default_step(1, Step::Hang);
+    let mut p1 = Box::pin(cl.send(Request::get("/p1")));
+    let mut p2 = Box::pin(cl.send(Request::get("/p2")));
+    assert!(poll_once(&mut p1).await.is_pending());
+    assert!(poll_once(&mut p2).await.is_pending());
+    assert_eq!(c.log().len(), 5, "both probes were sent");
+
+    // Every probe is out: the rest are refused at once, without traffic.
+    for _ in 0..3 {
+        let e = cl.send(Request::get("/refused")).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+        assert!(e.attempts().is_empty());
+        assert!(e.to_string().contains("probes are in flight"), "{e}");
+    }
+    assert_eq!(c.log().len(), 5);
+    assert_eq!(cl.breaker_state(), BreakerState::HalfOpen);
+
+    // The caller of probe 1 gives up (drops the future): its slot is free for the next one.
+    drop(p1);
+    let mut p3 = Box::pin(cl.send(Request::get("/p3")));
+    assert!(poll_once(&mut p3).await.is_pending());
+    assert_eq!(c.log().len(), 6, "the freed slot admitted a new probe");
+    let e = cl.send(Request::get("/refused")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::CircuitOpen);
+    assert_eq!(c.log().len(), 6);
+    assert_eq!(cl.breaker_state(), BreakerState::HalfOpen);
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_retry_is_not_made_once_the_breaker_opened() {
     let c = Scripted::default();

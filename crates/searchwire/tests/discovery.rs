@@ -6,9 +6,9 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use searchwire::{Client, ErrorKind};
+use searchwire::{Client, ErrorKind, ResurrectionConfig};
 use searchwire_fake::{nodes_info_json, Behavior, FakeCluster, FakeNode, Match, NodeInfoSpec};
-use support::Joins;
+use support::{ms, Joins, BOUND};
 
 const NODES_INFO: &str = "/_nodes/http,os";
 
@@ -327,4 +327,86 @@ async fn zero_intervals_and_timeouts_are_rejected_at_build() {
         .build()
         .unwrap_err();
     assert!(e.to_string().contains("discovery_timeout"), "{e}");
+}
+
+/// initial 200 ms, max 1 s, floor 50 ms, no jitter.
+fn fast_resurrection() -> ResurrectionConfig {
+    ResurrectionConfig {
+        initial: ms(200),
+        max: ms(1000),
+        factor_cutoff: 5,
+        minimum: ms(50),
+        jitter_scale: 0.0,
+    }
+}
+
+fn root_checks(node: &FakeNode) -> usize {
+    node.requests_matching(&Match::Path("/".into())).len()
+}
+
+#[tokio::test]
+async fn a_node_removed_by_discovery_gets_no_more_resurrection_checks() {
+    let cluster = FakeCluster::start(3).await.unwrap();
+    let (seed, other, gone) = (cluster.node(0), cluster.node(1), cluster.node(2));
+    // Reachable but broken: every exchange is reset (and recorded), so it fails its first
+    // check and its resurrection timer takes over.
+    gone.on(Match::Any, Behavior::Reset);
+    let client = client(&[seed])
+        .resurrection_timers(true)
+        .resurrection(fast_resurrection())
+        .build()
+        .unwrap();
+    let report = client.discover_now().await.unwrap();
+    assert_eq!(report.not_answering, [gone.url()]);
+    // The discovery check, then the timer's (133 ms, 267 ms later: 2 live of 3).
+    assert!(gone.wait_until(BOUND, |n| root_checks(n) >= 3).await);
+
+    // The cluster no longer lists it: it leaves the pool, and its timer ends.
+    for n in [seed, other] {
+        reports(n, &[spec(seed, 8), spec(other, 8)]);
+    }
+    let report = client.discover_now().await.unwrap();
+    assert_eq!(report.removed, [gone.url()]);
+    // A check already in flight may still land; after that, nothing over several scheduled
+    // intervals (the next ones would be 533 ms, then 1 s apart).
+    let before = gone.request_count() + 1;
+    assert!(
+        !gone
+            .wait_until(Duration::from_secs(3), |n| n.request_count() > before)
+            .await,
+        "a removed node's resurrection timer kept checking it"
+    );
+}
+
+#[tokio::test]
+async fn a_discovered_node_that_failed_its_first_check_is_brought_in_by_its_timer() {
+    let cluster = FakeCluster::start(2).await.unwrap();
+    let (seed, new) = (cluster.node(0), cluster.node(1));
+    new.on(Match::Path("/".into()), Behavior::status(503));
+    let joins = Arc::new(Joins::default());
+    let client = client(&[seed])
+        .resurrection_timers(true)
+        .resurrection(fast_resurrection())
+        .observer(joins.clone())
+        .build()
+        .unwrap();
+    let report = client.discover_now().await.unwrap();
+    assert_eq!(report.not_answering, [new.url()]);
+    assert!(!alive(&client, &new.url()));
+
+    // It answers GET / now. No discovery round runs again: its resurrection timer checks
+    // it and lets traffic in.
+    new.clear_rules();
+    assert!(joins.wait_for(&new.url()).await);
+    assert!(alive(&client, &new.url()));
+    assert_eq!(
+        new.requests_matching(&Match::Path(NODES_INFO.into())).len(),
+        0
+    );
+    assert!(
+        root_checks(new) >= 2,
+        "the discovery check, then the timer's"
+    );
+    send_many(&client, 20).await;
+    assert_eq!(user_requests(new), 10);
 }
