@@ -583,6 +583,12 @@ fn did_not_answer(
             if matches!(result, CheckResult::Unhealthy(_)) {
                 return;
             }
+            if !node.is_alive() && node.health().timer_running {
+                // Its resurrection timer owns this node's schedule: an extra check on
+                // request must not count as another failure and speed up its backoff.
+                node.health_mut().last_error = Some(reason.to_string());
+                return;
+            }
             if inner.pool.mark_failed(node, Instant::now(), reason) == Transition::Died {
                 inner.observer.node_transition(&NodeEvent {
                     node: node.addr.as_str(),

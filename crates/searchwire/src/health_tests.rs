@@ -722,3 +722,33 @@ async fn a_panicking_request_modifier_fails_the_check_but_never_kills_the_resurr
     let snap = &cl.nodes()[0];
     assert_eq!(snap.failures, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn check_all_on_a_dead_node_with_a_timer_leaves_its_schedule_alone() {
+    let c = Scripted::default();
+    c.default_step(1, Step::Connect);
+    let cl = client(2, &c, |b| {
+        b.resurrection_timers(true)
+            .resurrection(crate::ResurrectionConfig {
+                jitter_scale: 0.0,
+                ..Default::default()
+            })
+            .max_retries(0)
+    });
+    while !c.ports().contains(&1) {
+        let _ = cl.send(Request::get("/x")).await;
+    }
+    let before = cl.nodes()[0].clone();
+    assert!(!before.alive);
+    let report = cl.check_all().await;
+    assert!(!report.nodes[0].alive);
+    let after = cl.nodes()[0].clone();
+    assert_eq!(
+        after.failures, before.failures,
+        "an on-demand check is not a failure more"
+    );
+    assert_eq!(
+        after.next_check_in, before.next_check_in,
+        "the timer's schedule is unchanged"
+    );
+}
