@@ -62,6 +62,24 @@ fn with_root(c: &Scripted, ports: impl IntoIterator<Item = u16>) {
     }
 }
 
+/// Resurrection timers on with the default schedule and no jitter, and no retries, so each
+/// user request is one attempt.
+fn timers_on(b: ClientBuilder) -> ClientBuilder {
+    b.resurrection_timers(true)
+        .resurrection(crate::ResurrectionConfig {
+            jitter_scale: 0.0,
+            ..Default::default()
+        })
+        .max_retries(0)
+}
+
+/// Sends user requests until one reaches node 1 (scripted to fail), which marks it dead.
+async fn mark_node_1_dead(c: &Scripted, cl: &Client) {
+    while !c.ports().contains(&1) {
+        let _ = cl.send(Request::get("/x")).await;
+    }
+}
+
 fn jitter_off(b: ClientBuilder) -> ClientBuilder {
     b.health_check_jitter(0.0)
 }
@@ -235,17 +253,8 @@ async fn a_dead_node_answering_its_health_check_with_401_is_alive_and_the_proble
     let _guard = warnings.install();
     let c = Scripted::default();
     c.default_step(1, Step::Connect);
-    let cl = client(2, &c, |b| {
-        b.resurrection_timers(true)
-            .resurrection(crate::ResurrectionConfig {
-                jitter_scale: 0.0,
-                ..Default::default()
-            })
-            .max_retries(0)
-    });
-    while !c.ports().contains(&1) {
-        let _ = cl.send(Request::get("/x")).await;
-    }
+    let cl = client(2, &c, timers_on);
+    mark_node_1_dead(&c, &cl).await;
     assert!(!cl.nodes()[0].alive);
     // Reachable again, but the credentials are now rejected.
     c.default_step(1, Step::Status(401));
@@ -356,14 +365,7 @@ async fn a_cluster_block_403_on_a_write_is_neither_death_nor_an_auth_problem() {
 async fn red_status_and_initializing_shards_never_block_resurrection() {
     let c = Scripted::default();
     with_root(&c, [1, 2]);
-    let cl = client(2, &c, |b| {
-        b.resurrection_timers(true)
-            .resurrection(crate::ResurrectionConfig {
-                jitter_scale: 0.0,
-                ..Default::default()
-            })
-            .max_retries(0)
-    });
+    let cl = client(2, &c, timers_on);
     let n = node(&cl, 1);
     check_node(&cl.inner, &n).await;
     until(ms(10), || cap(&cl, 1) == Capability::Available).await;
@@ -694,12 +696,7 @@ async fn a_panicking_request_modifier_fails_the_check_but_never_kills_the_resurr
     let c = Scripted::default();
     c.default_step(1, Step::Connect);
     let cl = client(2, &c, |b| {
-        b.resurrection_timers(true)
-            .resurrection(crate::ResurrectionConfig {
-                jitter_scale: 0.0,
-                ..Default::default()
-            })
-            .max_retries(0)
+        timers_on(b)
             // The first background request panics inside the caller's modifier.
             .health_check_request_modifier(move |_| {
                 if seen.fetch_add(1, Ordering::SeqCst) == 0 {
@@ -707,9 +704,7 @@ async fn a_panicking_request_modifier_fails_the_check_but_never_kills_the_resurr
                 }
             })
     });
-    while !c.ports().contains(&1) {
-        let _ = cl.send(Request::get("/x")).await;
-    }
+    mark_node_1_dead(&c, &cl).await;
     assert!(!cl.nodes()[0].alive);
     with_root(&c, [1]);
     // First check: the modifier panics, no request is sent, the node stays dead and is
@@ -727,17 +722,8 @@ async fn a_panicking_request_modifier_fails_the_check_but_never_kills_the_resurr
 async fn check_all_on_a_dead_node_with_a_timer_leaves_its_schedule_alone() {
     let c = Scripted::default();
     c.default_step(1, Step::Connect);
-    let cl = client(2, &c, |b| {
-        b.resurrection_timers(true)
-            .resurrection(crate::ResurrectionConfig {
-                jitter_scale: 0.0,
-                ..Default::default()
-            })
-            .max_retries(0)
-    });
-    while !c.ports().contains(&1) {
-        let _ = cl.send(Request::get("/x")).await;
-    }
+    let cl = client(2, &c, timers_on);
+    mark_node_1_dead(&c, &cl).await;
     let before = cl.nodes()[0].clone();
     assert!(!before.alive);
     let report = cl.check_all().await;

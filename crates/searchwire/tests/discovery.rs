@@ -6,9 +6,9 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use searchwire::{Client, ErrorKind, ResurrectionConfig};
+use searchwire::{Client, ErrorKind};
 use searchwire_fake::{nodes_info_json, Behavior, FakeCluster, FakeNode, Match, NodeInfoSpec};
-use support::{ms, Joins, BOUND};
+use support::{fast_schedule, Joins, BOUND};
 
 const NODES_INFO: &str = "/_nodes/http,os";
 
@@ -329,17 +329,6 @@ async fn zero_intervals_and_timeouts_are_rejected_at_build() {
     assert!(e.to_string().contains("discovery_timeout"), "{e}");
 }
 
-/// initial 200 ms, max 1 s, floor 50 ms, no jitter.
-fn fast_resurrection() -> ResurrectionConfig {
-    ResurrectionConfig {
-        initial: ms(200),
-        max: ms(1000),
-        factor_cutoff: 5,
-        minimum: ms(50),
-        jitter_scale: 0.0,
-    }
-}
-
 fn root_checks(node: &FakeNode) -> usize {
     node.requests_matching(&Match::Path("/".into())).len()
 }
@@ -353,7 +342,7 @@ async fn a_node_removed_by_discovery_gets_no_more_resurrection_checks() {
     gone.on(Match::Any, Behavior::Reset);
     let client = client(&[seed])
         .resurrection_timers(true)
-        .resurrection(fast_resurrection())
+        .resurrection(fast_schedule(200, 1000, 50))
         .build()
         .unwrap();
     let report = client.discover_now().await.unwrap();
@@ -386,7 +375,7 @@ async fn a_discovered_node_that_failed_its_first_check_is_brought_in_by_its_time
     let joins = Arc::new(Joins::default());
     let client = client(&[seed])
         .resurrection_timers(true)
-        .resurrection(fast_resurrection())
+        .resurrection(fast_schedule(200, 1000, 50))
         .observer(joins.clone())
         .build()
         .unwrap();

@@ -7,11 +7,9 @@
 
 mod support;
 
-use searchwire::{
-    Backoff, Capability, Client, ClusterStatus, ErrorKind, Request, ResurrectionConfig,
-};
+use searchwire::{Backoff, Capability, Client, ClusterStatus, ErrorKind, Request};
 use searchwire_fake::{Behavior, FakeCluster, FakeNode, Match, VERSION};
-use support::{ms, transition, transitions};
+use support::{fast_schedule, ms, transition, transitions};
 
 const HEALTH: &str = "/_cluster/health";
 
@@ -121,13 +119,7 @@ async fn a_resurrection_check_of_an_available_node_falls_back_to_get_root_on_403
     let sick = cluster.node(1);
     let (events, mut rx) = transitions();
     let client = client(&cluster)
-        .resurrection(ResurrectionConfig {
-            initial: ms(200),
-            max: ms(1000),
-            factor_cutoff: 5,
-            minimum: ms(100),
-            jitter_scale: 0.0,
-        })
+        .resurrection(fast_schedule(200, 1000, 100))
         .observer(events)
         .build()
         .unwrap();
@@ -168,13 +160,7 @@ async fn a_node_answering_health_checks_with_401_is_resurrected_not_left_dead() 
     let sick = cluster.node(0);
     let (events, mut rx) = transitions();
     let client = client(&cluster)
-        .resurrection(ResurrectionConfig {
-            initial: ms(200),
-            max: ms(1000),
-            factor_cutoff: 5,
-            minimum: ms(100),
-            jitter_scale: 0.0,
-        })
+        .resurrection(fast_schedule(200, 1000, 100))
         .observer(events)
         .build()
         .unwrap();

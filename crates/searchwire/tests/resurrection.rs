@@ -9,20 +9,9 @@ mod support;
 
 use std::time::Duration;
 
-use searchwire::{Backoff, Client, ErrorKind, Request, ResurrectionConfig};
+use searchwire::{Backoff, Client, ErrorKind, Request};
 use searchwire_fake::{Behavior, FakeCluster, Match, Recorded};
-use support::{ms, revived, transitions};
-
-/// initial 300 ms, max 2 s, floor 100 ms, no jitter.
-fn fast_schedule() -> ResurrectionConfig {
-    ResurrectionConfig {
-        initial: ms(300),
-        max: ms(2000),
-        factor_cutoff: 5,
-        minimum: ms(100),
-        jitter_scale: 0.0,
-    }
-}
+use support::{fast_schedule, ms, revived, transitions};
 
 fn gaps(reqs: &[Recorded]) -> Vec<Duration> {
     reqs.windows(2).map(|w| w[1].at - w[0].at).collect()
@@ -38,7 +27,7 @@ async fn a_dead_node_gets_only_health_checks_on_schedule_then_rejoins() {
     let client = Client::builder()
         .nodes(cluster.urls())
         .backoff(Backoff::constant(ms(5)))
-        .resurrection(fast_schedule())
+        .resurrection(fast_schedule(300, 2000, 100))
         .read_environment(false)
         .observer(events)
         .seed(5)
@@ -111,7 +100,7 @@ async fn when_every_node_dies_requests_fail_fast_and_nodes_are_retried_at_the_fl
     let client = Client::builder()
         .nodes(cluster.urls())
         .backoff(Backoff::constant(ms(5)))
-        .resurrection(fast_schedule())
+        .resurrection(fast_schedule(300, 2000, 100))
         .read_environment(false)
         .observer(events)
         .seed(6)
@@ -156,7 +145,7 @@ async fn timers_stop_when_the_client_is_dropped() {
     let client = Client::builder()
         .nodes(cluster.urls())
         .backoff(Backoff::constant(ms(5)))
-        .resurrection(fast_schedule())
+        .resurrection(fast_schedule(300, 2000, 100))
         .read_environment(false)
         .build()
         .unwrap();

@@ -19,6 +19,18 @@ pub fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
+/// A fast resurrection schedule for real-time tests: the given initial, max and floor (ms),
+/// factor cutoff 5, no jitter.
+pub fn fast_schedule(initial: u64, max: u64, minimum: u64) -> searchwire::ResurrectionConfig {
+    searchwire::ResurrectionConfig {
+        initial: ms(initial),
+        max: ms(max),
+        factor_cutoff: 5,
+        minimum: ms(minimum),
+        jitter_scale: 0.0,
+    }
+}
+
 /// Node transitions, as the client reports them to its observer: `(url, alive)`.
 pub struct Transitions(tokio::sync::mpsc::UnboundedSender<(String, bool)>);
 
