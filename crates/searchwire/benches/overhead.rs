@@ -112,20 +112,30 @@ async fn sw_get(client: &Client) -> Bytes {
     resp.body().clone()
 }
 
-fn overhead(c: &mut Criterion) {
+/// A server on its own thread, the client runtime, and both clients pointed at it. The
+/// ablation knobs (`SW_BENCH_LEAN`, `SW_BENCH_NO_TIMEOUT`) shape the searchwire client.
+fn setup() -> (tokio::runtime::Runtime, http::Uri, Bare, Client) {
     let addr = start_server();
     let url = format!("http://{addr}");
     let uri: http::Uri = format!("{url}/").parse().unwrap();
-
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .unwrap();
     let bare = bare_client();
-    let sw = Client::builder()
-        .node(url.clone())
-        .build()
-        .expect("searchwire client");
+    let mut b = Client::builder().node(url);
+    if std::env::var_os("SW_BENCH_LEAN").is_some() {
+        b = b.metrics(false).no_retry_budget().no_circuit_breaker();
+    }
+    if std::env::var_os("SW_BENCH_NO_TIMEOUT").is_some() {
+        b = b.no_attempt_timeout();
+    }
+    let sw = b.build().expect("searchwire client");
+    (rt, uri, bare, sw)
+}
+
+fn overhead(c: &mut Criterion) {
+    let (rt, uri, bare, sw) = setup();
 
     // Sanity check and connection warm-up (64 connections for each client).
     rt.block_on(async {
@@ -171,22 +181,7 @@ fn paired() {
     if rounds_c1 == 0 && rounds_c64 == 0 {
         return;
     }
-    let addr = start_server();
-    let url = format!("http://{addr}");
-    let uri: http::Uri = format!("{url}/").parse().unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let bare = bare_client();
-    let mut b = Client::builder().node(url);
-    if std::env::var_os("SW_BENCH_LEAN").is_some() {
-        b = b.metrics(false).no_retry_budget().no_circuit_breaker();
-    }
-    if std::env::var_os("SW_BENCH_NO_TIMEOUT").is_some() {
-        b = b.no_attempt_timeout();
-    }
-    let sw = b.build().expect("searchwire client");
+    let (rt, uri, bare, sw) = setup();
     println!();
     println!("paired A/B: blocks alternate ABBA; per block: wall time and client-thread CPU time");
     println!(

@@ -423,6 +423,30 @@ impl Drop for Load {
 }
 
 /// Panics listing the failed requests, if any.
+/// Undoes the disturbance (`scripts/cluster restart|resume` on the victim), waits until the
+/// client resurrects the victim and routes user traffic to it again, then ends the load and
+/// asserts that not one request of it failed.
+async fn bring_back_and_finish(verb: &str, client: &Client, load: Load, t0: Instant) {
+    cluster_ok(&[verb, &VICTIM.to_string()]).await;
+    let alive_at = wait_until("the victim is resurrected", || {
+        snapshot_of(client, is_victim).is_some_and(|n| n.alive)
+    })
+    .await;
+    wait_until("the resurrected victim takes traffic again", || {
+        load.victim_answered_since(alive_at)
+    })
+    .await;
+    let records = load.finish().await;
+    eprintln!(
+        "  {} requests in {:.1}s, per port {:?}, slowest {:?}",
+        records.len(),
+        t0.elapsed().as_secs_f64(),
+        per_node(&records),
+        max_latency(&records)
+    );
+    assert_no_failures(&records);
+}
+
 fn assert_no_failures(records: &[Record]) {
     let failed: Vec<&Record> = records.iter().filter(|r| r.outcome.is_err()).collect();
     assert!(
@@ -635,24 +659,7 @@ fn killed_node_fails_over_is_marked_dead_and_resurrected() {
                 client.nodes()
             );
 
-            cluster_ok(&["restart", &VICTIM.to_string()]).await;
-            let alive_at = wait_until("the restarted node is resurrected", || {
-                snapshot_of(&client, is_victim).is_some_and(|n| n.alive)
-            })
-            .await;
-            wait_until("the resurrected node takes traffic again", || {
-                load.victim_answered_since(alive_at)
-            })
-            .await;
-            let records = load.finish().await;
-            eprintln!(
-                "  {} requests in {:.1}s, per port {:?}, slowest {:?}",
-                records.len(),
-                t0.elapsed().as_secs_f64(),
-                per_node(&records),
-                max_latency(&records)
-            );
-            assert_no_failures(&records);
+            bring_back_and_finish("restart", &client, load, t0).await;
         },
     );
 }
@@ -720,24 +727,7 @@ fn paused_node_times_out_fails_over_and_is_resurrected() {
                 timed_out.len()
             );
 
-            cluster_ok(&["resume", &VICTIM.to_string()]).await;
-            let alive_at = wait_until("the resumed node is resurrected", || {
-                snapshot_of(&client, is_victim).is_some_and(|n| n.alive)
-            })
-            .await;
-            wait_until("the resumed node takes traffic again", || {
-                load.victim_answered_since(alive_at)
-            })
-            .await;
-            let records = load.finish().await;
-            eprintln!(
-                "  {} requests in {:.1}s, per port {:?}, slowest {:?}",
-                records.len(),
-                t0.elapsed().as_secs_f64(),
-                per_node(&records),
-                max_latency(&records)
-            );
-            assert_no_failures(&records);
+            bring_back_and_finish("resume", &client, load, t0).await;
         },
     );
 }
