@@ -2,7 +2,8 @@
 //! elasticsearch` (see `harness/elasticsearch/README.md`): version and product detection,
 //! the capability probe, discovery and weighting, failover when a node is killed or frozen,
 //! resurrection, and bulk items rejected by a tiny write pool with Elasticsearch's
-//! `es_rejected_execution_exception`. The scenarios are those of the OpenSearch suite
+//! `es_rejected_execution_exception`, and the `compatible-with=8` media types of the official
+//! clients passed through unchanged. The scenarios are those of the OpenSearch suite
 //! (`real_cluster.rs`), shared in `support/real.rs`.
 //!
 //! Expects the cluster CI starts (HTTP ports 9221-9223, beside OpenSearch's 9201-9203):
@@ -23,7 +24,7 @@
 
 mod support;
 
-use searchwire::{Capability, ClusterStatus};
+use searchwire::{Capability, ClusterStatus, Request};
 use serde_json::Value;
 use support::real::{self, run, secs, ELASTICSEARCH};
 
@@ -152,6 +153,63 @@ fn bulk_items_rejected_with_es_rejected_execution_exception_are_throttling() {
                 "{:?}",
                 seen.other_429s.first()
             );
+        },
+    );
+}
+
+#[test]
+fn compatible_with_8_media_types_pass_through() {
+    run(
+        &ELASTICSEARCH,
+        "compatible_with_8_media_types_pass_through",
+        |c| async move {
+            c.preflight().await;
+            let client = c.builder().attempt_timeout(secs(10)).build().unwrap();
+            // What the official 8.x clients send: a versioned media type on both sides.
+            const JSON: &str = "application/vnd.elasticsearch+json; compatible-with=8";
+            const NDJSON: &str = "application/vnd.elasticsearch+x-ndjson; compatible-with=8";
+            let index = format!("sw-compat-{:08x}", fastrand::u32(..));
+            let resp = client
+                .send(
+                    Request::post(format!("/{index}/_bulk"))
+                        .query("refresh", "true")
+                        .header("accept", JSON)
+                        .body_with_type(
+                            "{\"index\":{\"_id\":\"1\"}}\n{\"msg\":\"compatible\"}\n",
+                            NDJSON,
+                        )
+                        .idempotent(true),
+                )
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200, "{}", resp.text());
+            let content_type = resp
+                .headers()
+                .get("content-type")
+                .and_then(|h| h.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            assert!(
+                content_type.starts_with("application/vnd.elasticsearch+json"),
+                "the server answers in the media type asked for: {content_type}"
+            );
+            let v: Value = resp.json().unwrap();
+            assert_eq!(v["errors"], Value::Bool(false), "{v}");
+
+            let resp = client
+                .send(
+                    Request::post(format!("/{index}/_search"))
+                        .header("accept", JSON)
+                        .body_with_type(r#"{"query":{"match":{"msg":"compatible"}}}"#, JSON),
+                )
+                .await
+                .unwrap();
+            let v: Value = resp.json().unwrap();
+            assert_eq!(v["hits"]["total"]["value"].as_u64(), Some(1), "{v}");
+            client
+                .send(Request::delete(format!("/{index}")))
+                .await
+                .unwrap();
         },
     );
 }
