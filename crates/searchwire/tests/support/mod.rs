@@ -1,8 +1,11 @@
 //! Helpers shared by the integration tests (`mod support;` in each test file): observers
 //! that turn the client's node transitions into something a test can wait on, and small
 //! time helpers. Waits are on events, bounded so a broken test fails instead of hanging.
+//! [`real`]: the plumbing and scenarios of the real-node suites (OpenSearch, Elasticsearch).
 #![allow(dead_code)] // Each test binary uses a different subset.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod real;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
