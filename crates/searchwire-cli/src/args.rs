@@ -200,8 +200,8 @@ pub struct RequestArgs {
         long,
         value_name = "C",
         requires = "load",
-        value_parser = clap::value_parser!(u32).range(1..),
-        help = "With --repeat/--for: requests in flight at once [default: 1]"
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CONCURRENCY)),
+        help = "With --repeat/--for: requests in flight at once, 1 to 10000 [default: 1]"
     )]
     pub concurrency: Option<u32>,
 
@@ -344,6 +344,10 @@ fn parse_status_list(s: &str) -> Result<StatusList, String> {
         .collect::<Result<Vec<_>, _>>()
         .map(StatusList)
 }
+
+/// Most requests in flight with `--concurrency`: each is a task with its own buffers, and
+/// more than this only queues in the client (a node takes a few hundred at once at most).
+pub const MAX_CONCURRENCY: u32 = 10_000;
 
 /// Slowest accepted `--rate`: one request per 1000 s (keeps the pacing period finite).
 const MIN_RATE: f64 = 0.001;
