@@ -812,11 +812,14 @@ async fn health_usage_errors_exit_2() {
 
 /// `GET /metrics` on `addr`, or `None` while nothing listens there yet.
 async fn scrape(addr: std::net::SocketAddr) -> Option<String> {
+    get_path(addr, "/metrics").await
+}
+
+async fn get_path(addr: std::net::SocketAddr, path: &str) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut conn = tokio::net::TcpStream::connect(addr).await.ok()?;
-    conn.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-        .await
-        .ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    conn.write_all(req.as_bytes()).await.ok()?;
     let mut reply = String::new();
     conn.read_to_string(&mut reply).await.ok()?;
     Some(reply)
@@ -863,6 +866,11 @@ async fn metrics_addr_serves_prometheus_text_while_the_command_runs() {
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Only /metrics is served: a probe aimed at another path must not pass.
+    for path in ["/", "/health", "/ready"] {
+        let reply = get_path(addr, path).await.unwrap_or_default();
+        assert!(reply.starts_with("HTTP/1.1 404"), "{path}: {reply}");
     }
     let out = child.await.unwrap();
     assert_eq!(
