@@ -170,6 +170,14 @@ pub struct RequestArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = deadline_help())]
     pub deadline: Option<Duration>,
 
+    #[arg(
+        long,
+        help = "Treat this request as safe to repeat: retry it after a timeout, a reset or a \
+                502/503/504 even when it is a POST to a write endpoint. Use it only when \
+                repeating cannot duplicate anything (a create with an id, an index with an id)"
+    )]
+    pub idempotent: bool,
+
     #[arg(long, value_name = "N", help = max_retries_help())]
     pub max_retries: Option<u32>,
 

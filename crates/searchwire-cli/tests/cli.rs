@@ -1064,3 +1064,38 @@ async fn for_ends_on_time_even_when_the_rate_is_slower_than_the_workers() {
     // A wide margin for a loaded machine; the bug takes 20 s.
     assert!(took < Duration::from_secs(10), "the 2 s load ran {took:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_flag_lets_a_write_be_retried_after_a_gateway_error() {
+    let c = cluster(1).await;
+    let u = urls(&c);
+    let base = [
+        "request",
+        "POST",
+        "/logs/_doc/1",
+        "--url",
+        &u,
+        "--data",
+        "{}",
+        "--backoff",
+        "const:1ms",
+    ];
+    c.node(0).once(Match::Any, Behavior::status(503));
+    let out = run(&base).await;
+    // Not repeated: the 503 may have come from a proxy that forwarded the write.
+    assert_eq!(code(&out), 1, "stderr: {}", stderr(&out));
+    assert!(
+        error_line(&out).contains("idempotent"),
+        "{}",
+        error_line(&out)
+    );
+    assert_eq!(c.request_count(), 1);
+
+    c.node(0).once(Match::Any, Behavior::status(503));
+    let mut args = base.to_vec();
+    args.extend(["--idempotent", "--json"]);
+    let out = run(&args).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert_eq!(json(&stdout(&out))["attempts"], 2);
+    assert_eq!(c.request_count(), 3);
+}
