@@ -170,6 +170,14 @@ pub struct RequestArgs {
     #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = deadline_help())]
     pub deadline: Option<Duration>,
 
+    #[arg(
+        long,
+        help = "Treat this request as safe to repeat: retry it after a timeout, a reset or a \
+                502/503/504 even when it is a POST to a write endpoint. Use it only when \
+                repeating cannot duplicate anything (a create with an id, an index with an id)"
+    )]
+    pub idempotent: bool,
+
     #[arg(long, value_name = "N", help = max_retries_help())]
     pub max_retries: Option<u32>,
 
@@ -200,8 +208,8 @@ pub struct RequestArgs {
         long,
         value_name = "C",
         requires = "load",
-        value_parser = clap::value_parser!(u32).range(1..),
-        help = "With --repeat/--for: requests in flight at once [default: 1]"
+        value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_CONCURRENCY)),
+        help = "With --repeat/--for: requests in flight at once, 1 to 10000 [default: 1]"
     )]
     pub concurrency: Option<u32>,
 
@@ -344,6 +352,10 @@ fn parse_status_list(s: &str) -> Result<StatusList, String> {
         .collect::<Result<Vec<_>, _>>()
         .map(StatusList)
 }
+
+/// Most requests in flight with `--concurrency`: each is a task with its own buffers, and
+/// more than this only queues in the client (a node takes a few hundred at once at most).
+pub const MAX_CONCURRENCY: u32 = 10_000;
 
 /// Slowest accepted `--rate`: one request per 1000 s (keeps the pacing period finite).
 const MIN_RATE: f64 = 0.001;

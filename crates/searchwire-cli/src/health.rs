@@ -94,6 +94,21 @@ fn to_json(report: &HealthReport) -> HealthJson<'_> {
     }
 }
 
+/// Widest table cell, in characters: a node can report any version or error text, and the
+/// table must stay a table (the JSON output carries the full text).
+const MAX_CELL_CHARS: usize = 120;
+
+/// A server-supplied value as a table cell: control characters escaped, at most
+/// [`MAX_CELL_CHARS`] characters.
+fn cell(text: &str) -> String {
+    let mut safe = output::terminal_safe(text, MAX_CELL_CHARS).into_owned();
+    // A cell is one line.
+    if safe.contains('\n') {
+        safe = safe.replace('\n', "\\n");
+    }
+    safe
+}
+
 fn state(alive: bool) -> &'static str {
     if alive {
         "alive"
@@ -117,12 +132,12 @@ pub fn render_table(report: &HealthReport) -> String {
         .iter()
         .map(|n| {
             [
-                n.url.clone(),
+                cell(&n.url),
                 state(n.alive).to_string(),
                 n.capability.as_str().to_string(),
-                n.version.clone().unwrap_or_else(|| "-".into()),
-                n.distribution.clone().unwrap_or_else(|| "-".into()),
-                n.error.clone().unwrap_or_else(|| "-".into()),
+                cell(n.version.as_deref().unwrap_or("-")),
+                cell(n.distribution.as_deref().unwrap_or("-")),
+                cell(n.error.as_deref().unwrap_or("-")),
             ]
         })
         .collect();
@@ -135,17 +150,18 @@ pub fn render_table(report: &HealthReport) -> String {
     let line = |cells: &[String]| {
         let mut s = String::new();
         for (i, cell) in cells.iter().enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(cell);
-            } else {
-                s.push_str(&format!("{cell:<w$}  ", w = widths[i]));
+            s.push_str(cell);
+            if i + 1 < cells.len() {
+                // Padded by hand: `format!`'s width is limited to u16 and panics beyond it.
+                let pad = widths[i].saturating_sub(cell.chars().count()) + 2;
+                s.extend(std::iter::repeat_n(' ', pad));
             }
         }
         s.trim_end().to_string() + "\n"
     };
     let mut out = format!(
         "cluster: {}  status: {}  reachable: {}/{}\n",
-        report.cluster_name().unwrap_or("-"),
+        cell(report.cluster_name().unwrap_or("-")),
         report.status(),
         report.reachable(),
         report.nodes.len()

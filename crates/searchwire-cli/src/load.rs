@@ -89,7 +89,7 @@ pub async fn run(client: Client, template: Request, spec: LoadSpec) -> (Summary,
     // Workers are ordinary tasks spread over the runtime's threads, all sharing one
     // client, so node state carries from request to request.
     let mut workers = tokio::task::JoinSet::new();
-    for _ in 0..spec.concurrency.max(1) {
+    for _ in 0..worker_count(&spec) {
         let worker = Worker {
             client: client.clone(),
             template: template.clone(),
@@ -112,6 +112,15 @@ pub async fn run(client: Client, template: Request, spec: LoadSpec) -> (Summary,
     let mut st = stats.lock().unwrap_or_else(PoisonError::into_inner);
     let stats = std::mem::take(&mut *st);
     summarize(stats)
+}
+
+/// Workers to start: `--concurrency`, but never more than `--repeat` requests.
+fn worker_count(spec: &LoadSpec) -> u64 {
+    let c = u64::from(spec.concurrency.max(1));
+    match spec.stop {
+        Stop::Count(n) => c.min(n.max(1)),
+        Stop::For(_) => c,
+    }
 }
 
 fn far_future() -> Instant {
@@ -144,8 +153,19 @@ impl Worker {
                     i
                 }
                 Stop::For(_) => {
-                    self.pace().await;
-                    if self.end.is_some_and(|end| Instant::now() >= end) {
+                    // The wait for a tick ends at the end of the run: a slow `--rate` must
+                    // not keep the load going past `--for`.
+                    let ticked = match self.end {
+                        Some(end) => tokio::select! {
+                            () = self.pace() => true,
+                            () = tokio::time::sleep_until(end) => false,
+                        },
+                        None => {
+                            self.pace().await;
+                            true
+                        }
+                    };
+                    if !ticked || self.end.is_some_and(|end| Instant::now() >= end) {
                         break;
                     }
                     self.next.fetch_add(1, Ordering::Relaxed) + 1
@@ -234,6 +254,26 @@ mod tests {
         let one = ms(&[7]);
         assert_eq!(nearest_rank(&one, 50), Some(Duration::from_millis(7)));
         assert_eq!(nearest_rank(&[], 50), None);
+    }
+
+    fn spec(stop: Stop, concurrency: u32) -> LoadSpec {
+        LoadSpec {
+            stop,
+            concurrency,
+            rate: None,
+            trace: false,
+        }
+    }
+
+    #[test]
+    fn workers_never_exceed_the_requests_to_send() {
+        assert_eq!(worker_count(&spec(Stop::Count(1), 10_000)), 1);
+        assert_eq!(worker_count(&spec(Stop::Count(5), 3)), 3);
+        assert_eq!(
+            worker_count(&spec(Stop::For(Duration::from_secs(1)), 64)),
+            64
+        );
+        assert_eq!(worker_count(&spec(Stop::For(Duration::from_secs(1)), 0)), 1);
     }
 
     #[test]

@@ -21,9 +21,43 @@ pub fn stderr(text: &str) {
     let _ = std::io::stderr().lock().write_all(text.as_bytes());
 }
 
-/// `searchwire: <message>` on stderr.
+/// `searchwire: <message>` on stderr, made safe for a terminal: error messages quote
+/// server-supplied text (reasons, headers), so control characters are escaped and the
+/// message is cut at [`MAX_MESSAGE_CHARS`].
 pub fn error_message(message: impl std::fmt::Display) {
-    stderr(&format!("searchwire: {message}\n"));
+    let text = message.to_string();
+    stderr(&format!(
+        "searchwire: {}\n",
+        terminal_safe(&text, MAX_MESSAGE_CHARS)
+    ));
+}
+
+/// Longest error message printed, in characters: enough for every attempt of a long retry
+/// chain, short enough that a hostile 100 MB reason cannot flood a terminal or a log.
+pub const MAX_MESSAGE_CHARS: usize = 16 * 1024;
+
+/// `text` with every control character escaped (`\u{1b}` for ESC, and so on; C0, DEL and
+/// the C1 range, which terminals interpret too) and cut after `max_chars` characters with a
+/// note of how many were left out. Text a server chose must never move the cursor, change
+/// colours or set a window title in the user's terminal.
+pub fn terminal_safe(text: &str, max_chars: usize) -> std::borrow::Cow<'_, str> {
+    let needs_escape = |c: char| c.is_control() && c != '\n';
+    let total = text.chars().count();
+    if total <= max_chars && !text.chars().any(needs_escape) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len().min(max_chars * 2));
+    for c in text.chars().take(max_chars) {
+        if needs_escape(c) {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    if total > max_chars {
+        out.push_str(&format!("… ({} more characters)", total - max_chars));
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// A duration in milliseconds as a float with 3 decimals (microsecond resolution).
@@ -105,6 +139,24 @@ pub fn trace_lines(request: u64, attempts: &[Attempt]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn terminal_safe_escapes_control_characters() {
+        assert_eq!(terminal_safe("plain text", 100), "plain text");
+        assert_eq!(
+            terminal_safe("a\u{1b}]0;pwned\u{7}b\r\u{9b}2J", 100),
+            "a\\u{1b}]0;pwned\\u{7}b\\u{d}\\u{9b}2J"
+        );
+        // Newlines separate the lines of a multi-line message; they stay.
+        assert_eq!(terminal_safe("one\ntwo", 100), "one\ntwo");
+    }
+
+    #[test]
+    fn terminal_safe_cuts_long_text_and_says_so() {
+        let long = "x".repeat(100_000);
+        let safe = terminal_safe(&long, 10);
+        assert_eq!(safe, "xxxxxxxxxx… (99990 more characters)");
+    }
 
     #[test]
     fn milliseconds_have_three_decimals() {

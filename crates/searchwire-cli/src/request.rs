@@ -168,6 +168,9 @@ fn build_request(a: &RequestArgs) -> Result<Request, String> {
     if let Some(d) = a.deadline {
         r = r.timeout(d);
     }
+    if a.idempotent {
+        r = r.idempotent(true);
+    }
     Ok(r)
 }
 

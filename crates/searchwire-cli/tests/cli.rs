@@ -812,11 +812,14 @@ async fn health_usage_errors_exit_2() {
 
 /// `GET /metrics` on `addr`, or `None` while nothing listens there yet.
 async fn scrape(addr: std::net::SocketAddr) -> Option<String> {
+    get_path(addr, "/metrics").await
+}
+
+async fn get_path(addr: std::net::SocketAddr, path: &str) -> Option<String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut conn = tokio::net::TcpStream::connect(addr).await.ok()?;
-    conn.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
-        .await
-        .ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n");
+    conn.write_all(req.as_bytes()).await.ok()?;
     let mut reply = String::new();
     conn.read_to_string(&mut reply).await.ok()?;
     Some(reply)
@@ -863,6 +866,11 @@ async fn metrics_addr_serves_prometheus_text_while_the_command_runs() {
             }
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Only /metrics is served: a probe aimed at another path must not pass.
+    for path in ["/", "/health", "/ready"] {
+        let reply = get_path(addr, path).await.unwrap_or_default();
+        assert!(reply.starts_with("HTTP/1.1 404"), "{path}: {reply}");
     }
     let out = child.await.unwrap();
     assert_eq!(
@@ -934,4 +942,160 @@ async fn health_watch_serves_health_check_metrics() {
     }
     let _ = child.kill().await;
     assert!(text.contains(series), "{series} never served:\n{text}");
+}
+
+// ---- hostile servers and careless input ---------------------------------------------------
+
+/// A `GET /` answer with a huge version string and terminal escapes in the distribution.
+fn hostile_root() -> Behavior {
+    Behavior::json(
+        200,
+        serde_json::json!({
+            "name": "n",
+            "cluster_name": "c",
+            "version": {"number": "9".repeat(70_000), "distribution": "opensearch\u{1b}[2J"},
+        }),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_table_survives_huge_and_escaping_server_text() {
+    let c = cluster(1).await;
+    c.node(0).on(Match::Path("/".into()), hostile_root());
+    let out = run(&["health", "--url", &urls(&c)]).await;
+    // Was: a panic (exit 101) in the table formatting for a 65,536+ character cell.
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        !text.contains('\u{1b}'),
+        "raw escape in the table: {text:?}"
+    );
+    assert!(text.contains("\\u{1b}[2J"), "{text}");
+    assert!(text.contains("more characters)"), "{text}");
+    for line in text.lines() {
+        assert!(
+            line.chars().count() < 1_000,
+            "a line of {} chars",
+            line.len()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_messages_escape_server_text() {
+    let c = cluster(1).await;
+    c.node(0).set_default(Behavior::json(
+        400,
+        serde_json::json!({"error": {"type": "x", "reason": "bad\u{1b}[31mred\u{9b}"}, "status": 400}),
+    ));
+    let out = run(&["request", "GET", "/x", "--url", &urls(&c)]).await;
+    assert_eq!(code(&out), 1, "stderr: {}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        !err.contains('\u{1b}') && !err.contains('\u{9b}'),
+        "{err:?}"
+    );
+    assert!(
+        error_line(&out).contains("bad\\u{1b}[31mred\\u{9b}"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn absurd_concurrency_is_a_usage_error_not_an_abort() {
+    let c = cluster(1).await;
+    let u = urls(&c);
+    let out = run(&[
+        "request",
+        "GET",
+        "/",
+        "--url",
+        &u,
+        "--repeat",
+        "1",
+        "--concurrency",
+        "100000000",
+    ])
+    .await;
+    assert_eq!(code(&out), 2, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("--concurrency"), "{}", stderr(&out));
+    // The largest accepted value with one request starts one worker and sends one request.
+    let out = run(&[
+        "request",
+        "GET",
+        "/",
+        "--url",
+        &u,
+        "--repeat",
+        "1",
+        "--concurrency",
+        "10000",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert_eq!(json(&stdout(&out))["requests"], 1);
+    assert_eq!(c.request_count(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn for_ends_on_time_even_when_the_rate_is_slower_than_the_workers() {
+    let c = cluster(1).await;
+    let started = tokio::time::Instant::now();
+    // 20 workers and one start per second: before the fix each worker waited for its own
+    // tick, so the run took about 20 s instead of 2 s.
+    let out = run(&[
+        "request",
+        "GET",
+        "/",
+        "--url",
+        &urls(&c),
+        "--for",
+        "2s",
+        "--rate",
+        "1",
+        "--concurrency",
+        "20",
+    ])
+    .await;
+    let took = started.elapsed();
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let n = json(&stdout(&out))["requests"].as_u64().unwrap_or(0);
+    assert!((1..=3).contains(&n), "{n} requests");
+    // A wide margin for a loaded machine; the bug takes 20 s.
+    assert!(took < Duration::from_secs(10), "the 2 s load ran {took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idempotent_flag_lets_a_write_be_retried_after_a_gateway_error() {
+    let c = cluster(1).await;
+    let u = urls(&c);
+    let base = [
+        "request",
+        "POST",
+        "/logs/_doc/1",
+        "--url",
+        &u,
+        "--data",
+        "{}",
+        "--backoff",
+        "const:1ms",
+    ];
+    c.node(0).once(Match::Any, Behavior::status(503));
+    let out = run(&base).await;
+    // Not repeated: the 503 may have come from a proxy that forwarded the write.
+    assert_eq!(code(&out), 1, "stderr: {}", stderr(&out));
+    assert!(
+        error_line(&out).contains("idempotent"),
+        "{}",
+        error_line(&out)
+    );
+    assert_eq!(c.request_count(), 1);
+
+    c.node(0).once(Match::Any, Behavior::status(503));
+    let mut args = base.to_vec();
+    args.extend(["--idempotent", "--json"]);
+    let out = run(&args).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert_eq!(json(&stdout(&out))["attempts"], 2);
+    assert_eq!(c.request_count(), 3);
 }
