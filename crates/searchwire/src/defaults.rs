@@ -170,8 +170,8 @@ pub struct DefaultEntry {
 
 /// Every default of the client, for documentation and `--help`.
 pub fn table() -> Vec<DefaultEntry> {
-    use crate::duration::format_duration as d;
-    let r = crate::schedule::ResurrectionConfig::default();
+    use crate::clock::duration::format_duration as d;
+    let r = crate::policy::schedule::ResurrectionConfig::default();
     vec![
         DefaultEntry {
             setting: "max_retries",
@@ -188,8 +188,8 @@ pub fn table() -> Vec<DefaultEntry> {
             setting: "backoff",
             value: format!(
                 "exp:{}:{} (full jitter)",
-                d(crate::backoff::DEFAULT_BACKOFF_BASE),
-                d(crate::backoff::DEFAULT_BACKOFF_CAP)
+                d(crate::policy::backoff::DEFAULT_BACKOFF_BASE),
+                d(crate::policy::backoff::DEFAULT_BACKOFF_CAP)
             ),
             why: "retries spread out instead of stampeding a recovering node",
         },
@@ -227,8 +227,8 @@ pub fn table() -> Vec<DefaultEntry> {
             setting: "health_refresh",
             value: format!(
                 "on (every clamp(live × clients_per_server / health_check_rate, {}, {}); not for single-node clusters)",
-                d(crate::schedule::MIN_HEALTH_REFRESH),
-                d(crate::schedule::MAX_HEALTH_REFRESH)
+                d(crate::policy::schedule::MIN_HEALTH_REFRESH),
+                d(crate::policy::schedule::MAX_HEALTH_REFRESH)
             ),
             why: "keeps per-node cluster health current while spreading all clients' polls over the servers",
         },
@@ -339,7 +339,7 @@ pub fn table() -> Vec<DefaultEntry> {
         },
         DefaultEntry {
             setting: "server_cores",
-            value: crate::schedule::Capacity::DEFAULT_CORES.to_string(),
+            value: crate::policy::schedule::Capacity::DEFAULT_CORES.to_string(),
             why: "capacity model when discovery has not reported allocated_processors",
         },
     ]

@@ -37,59 +37,48 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod backoff;
-pub mod breaker;
-pub mod budget;
-mod capability;
-pub mod class_backoff;
 pub mod classify;
-mod client;
+mod clock;
 pub mod config;
-mod conn;
 pub mod defaults;
 mod discovery;
-pub mod duration;
-mod error;
 mod health;
-#[cfg(test)]
-mod health_tests;
-pub mod jitter;
-#[cfg(test)]
-mod loop_tests;
-#[cfg(feature = "metrics")]
-pub mod metrics;
-mod node;
+mod http;
+mod message;
+mod nodes;
 pub mod observe;
-mod pool;
-mod refresh;
-mod report;
-pub mod request;
-#[cfg(test)]
-mod resilience_tests;
-mod response;
-mod resurrect;
-pub mod retry;
-pub mod schedule;
+mod policy;
+mod resurrection;
 #[cfg(test)]
 mod testing;
-mod window;
+mod transport;
 
-pub use backoff::{Backoff, Jitter};
-pub use breaker::{BreakerConfig, BreakerState};
-pub use budget::RetryBudget;
-pub use capability::Capability;
-pub use class_backoff::{ClassBackoff, ClassRule};
+// The public modules, at the paths they had before the reorganisation.
+pub use clock::duration;
+pub use message::request;
+#[cfg(feature = "metrics")]
+pub use observe::metrics;
+pub use policy::load as jitter;
+pub use policy::{backoff, breaker, budget, class_backoff, retry, schedule};
+
 pub use classify::OutcomeKind;
-pub use client::{Client, NodeSnapshot};
 pub use config::ClientBuilder;
 pub use discovery::DiscoveryReport;
-pub use error::{Attempt, Error, ErrorKind};
+pub use health::report::{
+    ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport,
+};
 pub use health::{ClusterHealthLocal, ClusterStatus, NodeInfo};
-pub use jitter::AdaptiveJitter;
-pub use node::{Credentials, NodeAddr};
+pub use http::addr::{Credentials, NodeAddr};
+pub use message::error::{Attempt, Error, ErrorKind};
+pub use message::request::{Deadline, Request};
+pub use message::response::Response;
+pub use nodes::capability::Capability;
 pub use observe::Observer;
-pub use report::{ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport};
-pub use request::{Deadline, Request};
-pub use response::Response;
-pub use retry::RetryPolicy;
-pub use schedule::{Capacity, ResurrectionConfig};
+pub use policy::backoff::{Backoff, Jitter};
+pub use policy::breaker::{BreakerConfig, BreakerState};
+pub use policy::budget::RetryBudget;
+pub use policy::class_backoff::{ClassBackoff, ClassRule};
+pub use policy::load::AdaptiveJitter;
+pub use policy::retry::RetryPolicy;
+pub use policy::schedule::{Capacity, ResurrectionConfig};
+pub use transport::client::{Client, NodeSnapshot};

@@ -1,0 +1,668 @@
+//! Health checks of individual nodes, and the two-phase capability detection of
+//! [`crate::nodes::capability`].
+//!
+//! - Every background request (health checks, capability probes, the periodic refresh,
+//!   discovery) goes through [`background_get`]: the client's default headers and
+//!   credentials, then the user's `health_check_request_modifier`, bounded by its own
+//!   timeout, never retried, never `wait_for_status`.
+//! - [`check_node`] is *the* health check (resurrection timers, discovery): `GET /` for
+//!   Pending and Unavailable nodes, `/_cluster/health?local=true` for Available ones (with a
+//!   fallback to `GET /` when that answers 401/403). A successful `GET /` starts a capability
+//!   probe in the background when one is due; the check does not wait for it.
+//! - A 401/403 is never death: the node is reachable and the problem is the client's
+//!   configuration. Connectivity failures (and `GET /` answers that are not an info
+//!   document) fail the check; the caller marks the node dead.
+//! - Cluster-wide facts (status red, initializing shards, ...) are stored and reported,
+//!   never used to fail a node's check: a yellow single-node cluster is normal, and a
+//!   recovering cluster must not keep its nodes from being resurrected.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use serde::Deserialize;
+use tokio::time::Instant;
+
+use crate::http::addr::NodeAddr;
+use crate::nodes::capability::{Capability, Change, ProbeOutcome};
+use crate::nodes::pool::{lock, ClearOnDrop, PoolNode, Transition};
+use crate::observe::NodeEvent;
+use crate::transport::client::{error_chain, Inner};
+
+/// The cluster-health endpoint, always asked with [`CLUSTER_HEALTH_QUERY`].
+pub(crate) const CLUSTER_HEALTH_PATH: &str = "/_cluster/health";
+/// Served from the node's own cluster-state copy: fast, and answers even when the cluster
+/// manager is unreachable. Never `wait_for_status` (it holds connections open and decides
+/// for the caller which status is acceptable).
+pub(crate) const CLUSTER_HEALTH_QUERY: &str = "local=true";
+
+/// A user callback applied to every background request (health checks, probes, refresh,
+/// discovery) after the client's headers and credentials are set.
+pub(crate) type RequestModifier = Arc<dyn Fn(&mut http::Request<()>) + Send + Sync + 'static>;
+
+/// What `GET /` tells about a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeInfo {
+    /// `name`.
+    pub name: String,
+    /// `cluster_name`.
+    pub cluster_name: String,
+    /// `version.number`.
+    pub version: String,
+    /// `opensearch` or `elasticsearch` (from `version.distribution`; absent means
+    /// Elasticsearch).
+    pub distribution: String,
+}
+
+/// The cluster status a node reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ClusterStatus {
+    /// Every primary and replica shard is assigned.
+    Green,
+    /// Every primary is assigned, some replicas are not (always the case on a single-node
+    /// cluster with replicas configured): functional, not fully redundant.
+    Yellow,
+    /// Some primary shards are unassigned.
+    Red,
+    /// No node reported a status (or reported one this client does not know).
+    #[default]
+    Unknown,
+}
+
+impl ClusterStatus {
+    /// `green`, `yellow`, `red` or `unknown`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ClusterStatus::Green => "green",
+            ClusterStatus::Yellow => "yellow",
+            ClusterStatus::Red => "red",
+            ClusterStatus::Unknown => "unknown",
+        }
+    }
+
+    fn parse(s: &str) -> ClusterStatus {
+        match s {
+            "green" => ClusterStatus::Green,
+            "yellow" => ClusterStatus::Yellow,
+            "red" => ClusterStatus::Red,
+            _ => ClusterStatus::Unknown,
+        }
+    }
+}
+
+impl std::fmt::Display for ClusterStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A node's answer to `GET /_cluster/health?local=true`: the cluster as that node's local
+/// cluster state sees it. Informative only; it never fails a node's health check.
+#[derive(Clone, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct ClusterHealthLocal {
+    /// `cluster_name`.
+    pub cluster_name: String,
+    /// `status`.
+    pub status: ClusterStatus,
+    /// `timed_out` (only ever true with `wait_for_*`, which searchwire never sends).
+    pub timed_out: bool,
+    /// `number_of_nodes`.
+    pub number_of_nodes: u32,
+    /// `number_of_data_nodes`.
+    pub number_of_data_nodes: u32,
+    /// `discovered_cluster_manager` (`discovered_master` on Elasticsearch and older
+    /// OpenSearch); `None` when the node did not say.
+    pub discovered_cluster_manager: Option<bool>,
+    /// `active_primary_shards`.
+    pub active_primary_shards: u64,
+    /// `active_shards`.
+    pub active_shards: u64,
+    /// `relocating_shards`.
+    pub relocating_shards: u64,
+    /// `initializing_shards`.
+    pub initializing_shards: u64,
+    /// `unassigned_shards`.
+    pub unassigned_shards: u64,
+    /// `delayed_unassigned_shards`.
+    pub delayed_unassigned_shards: u64,
+    /// `number_of_pending_tasks`.
+    pub number_of_pending_tasks: u64,
+    /// `number_of_in_flight_fetch`.
+    pub number_of_in_flight_fetch: u64,
+    /// `task_max_waiting_in_queue_millis`.
+    pub task_max_waiting_in_queue_millis: u64,
+    /// `active_shards_percent_as_number`.
+    pub active_shards_percent: f64,
+}
+
+/// The result of one health check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum CheckResult {
+    /// The node answered `GET /` with a valid info document, or (Available nodes)
+    /// `_cluster/health?local=true` with 200.
+    Healthy,
+    /// The node is reachable but rejected the credentials (401/403): alive, not healthy
+    /// for the user, never dead.
+    AuthRejected(u16),
+    /// The node answered, but not usefully (a 5xx while starting, a body that is not an
+    /// OpenSearch info document).
+    Unhealthy(String),
+    /// The node could not be reached (connect, reset, timeout).
+    Unreachable(String),
+}
+
+impl CheckResult {
+    /// The `result` label of `searchwire_health_checks_total` (docs/metrics.md).
+    pub(crate) fn label(&self) -> &'static str {
+        match self {
+            CheckResult::Healthy => "healthy",
+            CheckResult::AuthRejected(_) => "auth_rejected",
+            CheckResult::Unhealthy(_) => "unhealthy",
+            CheckResult::Unreachable(_) => "unreachable",
+        }
+    }
+}
+
+/// Runs one health check and reports it to the client's observer
+/// ([`Observer::health_check`](crate::Observer::health_check)) as `kind`: `resurrection`,
+/// `discovery`, `periodic` or `check_all`.
+pub(crate) async fn reported(
+    inner: &Inner,
+    node: &PoolNode,
+    kind: &'static str,
+    check: impl std::future::Future<Output = CheckResult>,
+) -> CheckResult {
+    let started = Instant::now();
+    let result = check.await;
+    inner
+        .observer
+        .health_check(&crate::observe::HealthCheckEvent::new(
+            node.addr.as_str(),
+            kind,
+            result.label(),
+            started.elapsed(),
+        ));
+    result
+}
+
+#[derive(Deserialize)]
+struct RootBody {
+    name: String,
+    cluster_name: String,
+    version: RootVersion,
+}
+
+#[derive(Deserialize)]
+struct RootVersion {
+    number: String,
+    distribution: Option<String>,
+}
+
+/// Parses a `GET /` body. Requires `name`, `cluster_name` and `version.number`.
+pub(crate) fn parse_root(body: &[u8]) -> Result<NodeInfo, String> {
+    let b: RootBody = serde_json::from_slice(body).map_err(|e| {
+        format!("GET / did not return an OpenSearch/Elasticsearch info document: {e}")
+    })?;
+    Ok(NodeInfo {
+        name: b.name,
+        cluster_name: b.cluster_name,
+        version: b.version.number,
+        distribution: b
+            .version
+            .distribution
+            .unwrap_or_else(|| "elasticsearch".to_string()),
+    })
+}
+
+#[derive(Deserialize)]
+struct HealthBody {
+    cluster_name: String,
+    status: String,
+    #[serde(default)]
+    timed_out: bool,
+    #[serde(default)]
+    number_of_nodes: u32,
+    #[serde(default)]
+    number_of_data_nodes: u32,
+    discovered_cluster_manager: Option<bool>,
+    discovered_master: Option<bool>,
+    #[serde(default)]
+    active_primary_shards: u64,
+    #[serde(default)]
+    active_shards: u64,
+    #[serde(default)]
+    relocating_shards: u64,
+    #[serde(default)]
+    initializing_shards: u64,
+    #[serde(default)]
+    unassigned_shards: u64,
+    #[serde(default)]
+    delayed_unassigned_shards: u64,
+    #[serde(default)]
+    number_of_pending_tasks: u64,
+    #[serde(default)]
+    number_of_in_flight_fetch: u64,
+    #[serde(default)]
+    task_max_waiting_in_queue_millis: u64,
+    #[serde(default)]
+    active_shards_percent_as_number: f64,
+}
+
+/// Parses a `_cluster/health` body. Requires `cluster_name` and `status`; the counters
+/// default to 0 when absent.
+pub(crate) fn parse_cluster_health(body: &[u8]) -> Result<ClusterHealthLocal, String> {
+    let b: HealthBody = serde_json::from_slice(body)
+        .map_err(|e| format!("the reply is not a cluster-health document: {e}"))?;
+    Ok(ClusterHealthLocal {
+        cluster_name: b.cluster_name,
+        status: ClusterStatus::parse(&b.status),
+        timed_out: b.timed_out,
+        number_of_nodes: b.number_of_nodes,
+        number_of_data_nodes: b.number_of_data_nodes,
+        discovered_cluster_manager: b.discovered_cluster_manager.or(b.discovered_master),
+        active_primary_shards: b.active_primary_shards,
+        active_shards: b.active_shards,
+        relocating_shards: b.relocating_shards,
+        initializing_shards: b.initializing_shards,
+        unassigned_shards: b.unassigned_shards,
+        delayed_unassigned_shards: b.delayed_unassigned_shards,
+        number_of_pending_tasks: b.number_of_pending_tasks,
+        number_of_in_flight_fetch: b.number_of_in_flight_fetch,
+        task_max_waiting_in_queue_millis: b.task_max_waiting_in_queue_millis,
+        active_shards_percent: b.active_shards_percent_as_number,
+    })
+}
+
+/// Sends one background `GET path?query` request to `addr` (health checks, capability
+/// probes, the refresh, discovery): the client's default headers and credentials, then the
+/// user's request modifier, bounded by `timeout`, never retried. A timeout or broken
+/// connection drops the node's pooled connections. Returns the status and body, or why it
+/// failed.
+pub(crate) async fn background_get(
+    inner: &Inner,
+    addr: &NodeAddr,
+    path: &str,
+    query: &str,
+    timeout: Duration,
+) -> Result<(u16, Bytes), String> {
+    let uri = addr.uri(path, query).map_err(|e| e.to_string())?;
+    let mut head = http::Request::new(());
+    *head.uri_mut() = uri;
+    *head.headers_mut() = inner.headers.clone();
+    if let Some(modify) = &inner.health_modifier {
+        // A panicking modifier is the caller's bug; it must not take the background task
+        // (and with it the node's timer) down. The check fails and says why.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| modify(&mut head))).is_err() {
+            return Err("the health_check_request_modifier panicked; no request was sent".into());
+        }
+    }
+    let req = head.map(|()| Full::new(Bytes::new()));
+    match tokio::time::timeout(timeout, inner.connector.send(addr, req)).await {
+        Err(_) => {
+            inner.connector.reset(addr);
+            Err(format!(
+                "timed out after {}",
+                crate::clock::duration::format_duration(timeout)
+            ))
+        }
+        Ok(Err(e)) => {
+            inner.connector.reset(addr);
+            Err(format!("{}: {}", e.kind, error_chain(&*e.source)))
+        }
+        Ok(Ok(raw)) => Ok((raw.status.as_u16(), raw.body)),
+    }
+}
+
+/// A health request to `node`, bounded by the health-check timeout.
+async fn probe(
+    inner: &Inner,
+    node: &PoolNode,
+    path: &str,
+    query: &str,
+) -> Result<(u16, Bytes), String> {
+    background_get(inner, &node.addr, path, query, inner.health_timeout)
+        .await
+        .map_err(|e| format!("health check {path}: {e}"))
+}
+
+/// Checks a node with `GET /`, recording its version and distribution when it answers.
+pub(crate) async fn check_root(inner: &Inner, node: &PoolNode) -> CheckResult {
+    match probe(inner, node, "/", "").await {
+        Err(e) => CheckResult::Unreachable(e),
+        Ok((200, body)) => match parse_root(&body) {
+            Ok(info) => {
+                node.capability().info = Some(info);
+                CheckResult::Healthy
+            }
+            Err(e) => CheckResult::Unhealthy(e),
+        },
+        Ok((s @ (401 | 403), _)) => CheckResult::AuthRejected(s),
+        Ok((s, _)) => CheckResult::Unhealthy(format!("GET / answered {s}")),
+    }
+}
+
+/// A node's answer to `GET /_cluster/health?local=true`.
+pub(crate) enum HealthAnswer {
+    Ok(ClusterHealthLocal),
+    Denied(u16),
+    /// It answered, but not with a usable 200.
+    Failed(String),
+    Unreachable(String),
+}
+
+impl HealthAnswer {
+    pub(crate) fn into_probe_outcome(self) -> ProbeOutcome {
+        match self {
+            HealthAnswer::Ok(h) => ProbeOutcome::Ok(h),
+            HealthAnswer::Denied(s) => ProbeOutcome::Denied(s),
+            HealthAnswer::Failed(e) | HealthAnswer::Unreachable(e) => ProbeOutcome::Transient(e),
+        }
+    }
+}
+
+/// `GET /_cluster/health?local=true` to `node`.
+pub(crate) async fn fetch_cluster_health(inner: &Inner, node: &PoolNode) -> HealthAnswer {
+    match probe(inner, node, CLUSTER_HEALTH_PATH, CLUSTER_HEALTH_QUERY).await {
+        Err(e) => HealthAnswer::Unreachable(e),
+        Ok((200, body)) => match parse_cluster_health(&body) {
+            Ok(h) => HealthAnswer::Ok(h),
+            Err(e) => HealthAnswer::Failed(format!("{CLUSTER_HEALTH_PATH}: {e}")),
+        },
+        Ok((s @ (401 | 403), _)) => HealthAnswer::Denied(s),
+        Ok((s, _)) => HealthAnswer::Failed(format!("{CLUSTER_HEALTH_PATH} answered {s}")),
+    }
+}
+
+/// Logs a capability change once, when it happens (never per check).
+pub(crate) fn log_change(inner: &Inner, node: &PoolNode, change: Change, status: Option<u16>) {
+    let status = status.unwrap_or(0);
+    match change.to {
+        Capability::Available => tracing::info!(
+            node = %node.addr,
+            "node serves {CLUSTER_HEALTH_PATH}?{CLUSTER_HEALTH_QUERY}; its health checks use it from now on"
+        ),
+        Capability::Unavailable => {
+            let again = match inner.reprobe.after {
+                Some(d) => format!(
+                    "probed again in about {}",
+                    crate::clock::duration::format_duration(d)
+                ),
+                None => "not probed again (re-probing is disabled)".to_string(),
+            };
+            tracing::warn!(
+                node = %node.addr,
+                status,
+                "node denied {CLUSTER_HEALTH_PATH}?{CLUSTER_HEALTH_QUERY} ({status}): the credentials lack the cluster:monitor/health privilege; health checks use GET / and the node stays in service; {again}"
+            );
+        }
+        Capability::Pending if change.from == Capability::Available => tracing::warn!(
+            node = %node.addr,
+            status,
+            "node stopped serving {CLUSTER_HEALTH_PATH}?{CLUSTER_HEALTH_QUERY} ({status}): the cluster:monitor/health privilege was revoked or the credentials changed; stored cluster health cleared, health checks fall back to GET /, probing again on the next check; the node stays in service"
+        ),
+        Capability::Pending => {}
+    }
+}
+
+/// Probes `/_cluster/health?local=true` now and applies the answer to the node's
+/// capability. Returns the answer.
+pub(crate) async fn probe_capability(inner: &Inner, node: &PoolNode) -> ProbeOutcome {
+    node.capability().probing = true;
+    let outcome = fetch_cluster_health(inner, node).await.into_probe_outcome();
+    let now = Instant::now();
+    let reprobe = match &outcome {
+        ProbeOutcome::Denied(_) => inner.reprobe.delay(&mut lock(&inner.rng)),
+        _ => None,
+    };
+    let status = match &outcome {
+        ProbeOutcome::Denied(s) => Some(*s),
+        _ => None,
+    };
+    let change = {
+        let mut c = node.capability();
+        c.probing = false;
+        c.probe_answered(outcome.clone(), now, reprobe)
+    };
+    match (&outcome, change) {
+        (_, Some(change)) => log_change(inner, node, change, status),
+        (ProbeOutcome::Transient(why), None) => {
+            tracing::debug!(node = %node.addr, reason = %why, "capability probe failed transiently; probing again on the next check")
+        }
+        _ => {}
+    }
+    outcome
+}
+
+/// Starts a capability probe in the background if one is due and none is in flight. It
+/// never delays the caller: the check that triggered it has already succeeded.
+pub(crate) fn spawn_probe_if_due(inner: &Arc<Inner>, node: &Arc<PoolNode>) {
+    let Ok(handle) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    {
+        let mut c = node.capability();
+        if c.probing || !c.probe_due(Instant::now()) {
+            return;
+        }
+        c.probing = true;
+    }
+    // Holds the client for at most one health-check timeout.
+    let inner = Arc::clone(inner);
+    let node = Arc::clone(node);
+    handle.spawn(async move {
+        // However the probe ends (even dropped with its runtime), it is no longer in flight.
+        let _probing = ClearOnDrop::new(|| node.capability().probing = false);
+        probe_capability(&inner, &node).await;
+    });
+}
+
+/// The health check of one node, by capability: `/_cluster/health?local=true` for an
+/// Available node (a 401/403 there falls back to `GET /` for this check, resets the node
+/// to Pending and clears its stored health), `GET /` otherwise — followed, when it
+/// succeeds and a probe is due, by a capability probe in the background.
+pub(crate) async fn check_node(inner: &Arc<Inner>, node: &Arc<PoolNode>) -> CheckResult {
+    if node.capability().state == Capability::Available {
+        match fetch_cluster_health(inner, node).await {
+            HealthAnswer::Ok(h) => {
+                node.capability().health = Some((h, Instant::now()));
+                return CheckResult::Healthy;
+            }
+            HealthAnswer::Denied(s) => {
+                let change = node.capability().revoked();
+                if let Some(change) = change {
+                    log_change(inner, node, change, Some(s));
+                }
+                // Fall back to GET / for this check; the probe waits for the next one.
+                return check_root(inner, node).await;
+            }
+            HealthAnswer::Failed(e) => return CheckResult::Unhealthy(e),
+            HealthAnswer::Unreachable(e) => return CheckResult::Unreachable(e),
+        }
+    }
+    let result = check_root(inner, node).await;
+    if result == CheckResult::Healthy {
+        spawn_probe_if_due(inner, node);
+    }
+    result
+}
+
+/// Who ran a health check, which decides what its result does to the node. The one place
+/// that turns a [`CheckResult`] into node effects is [`apply`]; the differences between the
+/// callers are deliberate ("only connectivity decides liveness", `docs/ARCHITECTURE.md`):
+///
+/// | effect | answered (200, 401/403) | unhealthy (answered, not usefully) | unreachable |
+/// | --- | --- | --- | --- |
+/// | `Resurrection` | alive | one more failure, rescheduled | one more failure, rescheduled |
+/// | `Discovery` | alive | warned, failed, timer | warned, failed, timer |
+/// | `CheckAll` | alive | reported only | dead (announced), timer |
+/// | `Refresh` | recorded if still alive | skipped | skipped |
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Effect {
+    /// A resurrection timer's check of a dead node. An answer brings it back; anything
+    /// else counts one more failure and reschedules it — the timer running the check
+    /// follows the new due time, so nothing else is started or announced.
+    Resurrection,
+    /// Discovery's first check of a node that never answered. An answer lets traffic in;
+    /// a node that did not answer usefully is logged as a warning, marked failed and
+    /// handed to its resurrection timer, which checks it from then on.
+    Discovery,
+    /// [`Client::check_all`](crate::Client::check_all). An answer makes the node alive;
+    /// only an unreachable node is ejected (announced to the observer, handed to its
+    /// resurrection timer, a rediscovery trigger). A node that is reachable but not (yet)
+    /// serving `GET /` — a 429 under load, a 503 while starting — is reported by the caller
+    /// and its liveness left alone: user traffic and resurrection checks decide it.
+    CheckAll,
+    /// The periodic refresh, which never decides liveness. An answer is recorded (the
+    /// node's credentials problem set or cleared) only while the node is still alive: a
+    /// refresh sent before a user request marked the node dead must not revive it and skip
+    /// its resurrection backoff. A failure is skipped; the next cycle tries again.
+    Refresh,
+}
+
+impl Effect {
+    /// The observer's reason when an answer brings the node back.
+    fn revived_reason(self) -> &'static str {
+        match self {
+            Effect::Resurrection => "health check succeeded",
+            Effect::Discovery => "discovered node answered its health check",
+            Effect::CheckAll | Effect::Refresh => "answered a health check",
+        }
+    }
+}
+
+/// Applies a health check's `result` to `node`, as `effect` says (see [`Effect`]).
+pub(crate) fn apply(
+    inner: &Arc<Inner>,
+    node: &Arc<PoolNode>,
+    result: &CheckResult,
+    effect: Effect,
+) {
+    let auth = match result {
+        CheckResult::Healthy => None,
+        // Reachable: never death, whoever asked.
+        CheckResult::AuthRejected(s) => Some(*s),
+        CheckResult::Unhealthy(reason) | CheckResult::Unreachable(reason) => {
+            did_not_answer(inner, node, result, reason, effect);
+            return;
+        }
+    };
+    if effect == Effect::Refresh && !node.is_alive() {
+        return;
+    }
+    if inner.pool.mark_answered(node, auth) == Transition::Revived {
+        inner.observer.node_transition(&NodeEvent {
+            node: node.addr.as_str(),
+            alive: true,
+            failures: 0,
+            reason: effect.revived_reason(),
+        });
+    }
+}
+
+/// The failure half of [`apply`]: `result` is `Unhealthy` or `Unreachable`.
+fn did_not_answer(
+    inner: &Arc<Inner>,
+    node: &Arc<PoolNode>,
+    result: &CheckResult,
+    reason: &str,
+    effect: Effect,
+) {
+    match effect {
+        Effect::Resurrection => {
+            inner.pool.mark_failed(node, Instant::now(), reason);
+        }
+        Effect::Discovery => {
+            tracing::warn!(node = %node.addr, reason = %reason, "discovered node did not answer its health check; no traffic until it does");
+            inner.pool.mark_failed(node, Instant::now(), reason);
+            ensure_timer(inner, node);
+        }
+        Effect::CheckAll => {
+            if matches!(result, CheckResult::Unhealthy(_)) {
+                return;
+            }
+            if !node.is_alive() && node.health().timer_running {
+                // Its resurrection timer owns this node's schedule: an extra check on
+                // request must not count as another failure and speed up its backoff.
+                node.health_mut().last_error = Some(reason.to_string());
+                return;
+            }
+            if inner.pool.mark_failed(node, Instant::now(), reason) == Transition::Died {
+                inner.observer.node_transition(&NodeEvent {
+                    node: node.addr.as_str(),
+                    alive: false,
+                    failures: node.health().failures,
+                    reason,
+                });
+                crate::discovery::node_died(inner);
+            }
+            ensure_timer(inner, node);
+        }
+        Effect::Refresh => {
+            tracing::debug!(node = %node.addr, reason = %reason, "periodic health check failed; skipped (user requests and resurrection decide liveness)");
+        }
+    }
+}
+
+/// Hands a failed node to its resurrection timer, when timers are on.
+fn ensure_timer(inner: &Arc<Inner>, node: &Arc<PoolNode>) {
+    if inner.resurrection_timers {
+        crate::resurrection::ensure_timer(inner, node);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_opensearch_and_elasticsearch_roots() {
+        let os = br#"{"name":"n1","cluster_name":"c","version":{"distribution":"opensearch","number":"2.19.0"}}"#;
+        let i = parse_root(os).unwrap();
+        assert_eq!(i.version, "2.19.0");
+        assert_eq!(i.distribution, "opensearch");
+        let es = br#"{"name":"n1","cluster_name":"c","version":{"number":"8.15.0"}}"#;
+        assert_eq!(parse_root(es).unwrap().distribution, "elasticsearch");
+        assert!(parse_root(b"<html>").is_err());
+        assert!(parse_root(br#"{"name":"x"}"#).is_err());
+    }
+
+    #[test]
+    fn parses_the_references_cluster_health_document() {
+        let body = crate::testing::cluster_health_body("yellow", 2);
+        let h = parse_cluster_health(body.as_bytes()).unwrap();
+        assert_eq!(h.cluster_name, "c");
+        assert_eq!(h.status, ClusterStatus::Yellow);
+        assert!(!h.timed_out);
+        assert_eq!(h.number_of_nodes, 3);
+        assert_eq!(h.number_of_data_nodes, 3);
+        assert_eq!(h.discovered_cluster_manager, Some(true));
+        assert_eq!(h.active_primary_shards, 5);
+        assert_eq!(h.active_shards, 10);
+        assert_eq!(h.initializing_shards, 2);
+        assert_eq!(h.active_shards_percent, 100.0);
+    }
+
+    #[test]
+    fn cluster_health_tolerates_old_and_partial_documents() {
+        let es = br#"{"cluster_name":"c","status":"red","discovered_master":false}"#;
+        let h = parse_cluster_health(es).unwrap();
+        assert_eq!(h.status, ClusterStatus::Red);
+        assert_eq!(h.discovered_cluster_manager, Some(false));
+        assert_eq!(h.number_of_nodes, 0);
+        let odd = br#"{"cluster_name":"c","status":"purple"}"#;
+        assert_eq!(
+            parse_cluster_health(odd).unwrap().status,
+            ClusterStatus::Unknown
+        );
+        assert!(parse_cluster_health(br#"{"status":"green"}"#).is_err());
+        assert!(parse_cluster_health(b"not json").is_err());
+    }
+}
+
+pub(crate) mod refresh;
+pub(crate) mod report;
+#[cfg(test)]
+mod scenario_tests;

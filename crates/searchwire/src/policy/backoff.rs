@@ -1,0 +1,679 @@
+//! How long to wait before retrying a request.
+//!
+//! This module only answers "how long": whether to retry at all, on which
+//! node, and within which deadline are decided elsewhere. A [`Backoff`] is a
+//! pure function of the retry number, the previous delay and a seedable random
+//! source, so the whole retry schedule can be asserted exactly in tests (turn
+//! jitter off with [`Jitter::None`], or fix the seed).
+//!
+//! Why jitter is on by default: when a node answers 503 or resets
+//! connections, every client talking to it sees the failure at the same
+//! moment. Without jitter they all come back at the same moment too, and the
+//! retry wave is as large as the original load. "Full" jitter (AWS
+//! Architecture Blog, "Exponential Backoff And Jitter") spreads the wave over
+//! the whole window and, in that article's simulation, does the least total
+//! work among competing clients.
+//!
+//! A server may also say how long to wait: [`parse_retry_after`] reads the
+//! HTTP `Retry-After` header so the retry loop can honour it.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use crate::clock::duration::parse_duration;
+
+/// First exponential retry delay by default: 100 ms.
+///
+/// Why: most transient failures of a search cluster (a node restarting a
+/// listener, a 503 while a shard relocates, a connection reset) clear within
+/// tens to hundreds of milliseconds, and the retry usually goes to a
+/// different node anyway. Waiting longer on the first retry mostly adds
+/// latency; waiting less hits the same hiccup again.
+pub const DEFAULT_BACKOFF_BASE: Duration = Duration::from_millis(100);
+
+/// Largest exponential retry delay by default: 10 s.
+///
+/// Why: doubling from 100 ms passes 10 s at the eighth retry. A node that is
+/// still failing after that is the node pool's problem (it is marked dead and
+/// resurrected on its own schedule), not the request's; sleeping longer than
+/// 10 s inside one request just burns the caller's deadline.
+pub const DEFAULT_BACKOFF_CAP: Duration = Duration::from_secs(10);
+
+/// Largest delay of [`Backoff::linear`]: 30 s.
+///
+/// Why: linear growth is slow, so the cap only matters for long retry budgets;
+/// 30 s matches the dead-node resurrection maximum, so a single request never
+/// waits between attempts longer than a dead node waits between probes.
+pub const DEFAULT_LINEAR_CAP: Duration = Duration::from_secs(30);
+
+/// How randomness is mixed into an exponential delay `d`.
+///
+/// The names and formulas follow the AWS Architecture Blog article
+/// "Exponential Backoff And Jitter".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Jitter {
+    /// Exactly `d`. Deterministic: for tests and for a single client.
+    None,
+    /// Uniform in `[0, d]`. The default: spreads competing clients the most
+    /// and does the least total work.
+    #[default]
+    Full,
+    /// `d/2` plus uniform in `[0, d/2]`: never retries sooner than half the
+    /// exponential delay, at the price of less spreading.
+    Equal,
+    /// `min(cap, uniform [base, previous × 3])`: each delay grows from the
+    /// previous one rather than from the retry number.
+    Decorrelated,
+}
+
+/// The retry delay policy.
+#[derive(Clone)]
+pub enum Backoff {
+    /// No delay: retry immediately (opensearch-go's behaviour when no
+    /// backoff function is configured).
+    None,
+    /// The same delay before every retry.
+    Constant(Duration),
+    /// Retry `i` (1-based) waits `i × step`, never more than `cap`.
+    Linear {
+        /// Added delay per retry.
+        step: Duration,
+        /// Largest delay.
+        cap: Duration,
+    },
+    /// `base × 2^(i-1)` for retry `i` (1-based), capped at `cap`, with
+    /// `jitter` applied (Full: uniform `[0, d]`; Equal: `d/2` + uniform
+    /// `[0, d/2]`; Decorrelated: `min(cap, uniform [base, prev × 3])`, per the
+    /// AWS Architecture Blog article "Exponential Backoff And Jitter").
+    Exponential {
+        /// Delay of the first retry before jitter.
+        base: Duration,
+        /// Largest delay, before and after jitter.
+        cap: Duration,
+        /// How randomness is applied.
+        jitter: Jitter,
+    },
+    /// A user function of the 1-based retry number (like opensearch-go's
+    /// `RetryBackoff`). Its result is used as is.
+    Custom(Arc<dyn Fn(u32) -> Duration + Send + Sync>),
+}
+
+impl Backoff {
+    /// Exponential backoff from `base`, capped at `cap`, with full jitter
+    /// (the jitter that spreads competing clients the most).
+    pub fn exponential(base: Duration, cap: Duration) -> Backoff {
+        Backoff::Exponential {
+            base,
+            cap,
+            jitter: Jitter::Full,
+        }
+    }
+
+    /// The same delay `d` before every retry.
+    pub fn constant(d: Duration) -> Backoff {
+        Backoff::Constant(d)
+    }
+
+    /// Retry `i` waits `i × step`, capped at [`DEFAULT_LINEAR_CAP`].
+    pub fn linear(step: Duration) -> Backoff {
+        Backoff::Linear {
+            step,
+            cap: DEFAULT_LINEAR_CAP,
+        }
+    }
+
+    /// Delay computed by `f` from the 1-based retry number.
+    pub fn from_fn(f: impl Fn(u32) -> Duration + Send + Sync + 'static) -> Backoff {
+        Backoff::Custom(Arc::new(f))
+    }
+
+    /// Replace the jitter of an exponential backoff; other kinds have no
+    /// jitter and are returned unchanged.
+    pub fn with_jitter(self, j: Jitter) -> Backoff {
+        match self {
+            Backoff::Exponential { base, cap, .. } => Backoff::Exponential {
+                base,
+                cap,
+                jitter: j,
+            },
+            other => other,
+        }
+    }
+
+    /// The delay before retry number `retry`.
+    ///
+    /// `retry` is 1-based (the first retry is 1; 0 is treated as 1). `prev`
+    /// is the delay returned for the previous retry, used only by
+    /// [`Jitter::Decorrelated`]; pass `Duration::ZERO` on the first retry.
+    /// Pure given `rng`: the same seed gives the same sequence, and
+    /// [`Jitter::None`] does not draw from `rng` at all. All arithmetic
+    /// saturates, so any `retry` (even `u32::MAX`) is safe.
+    pub fn delay(&self, retry: u32, prev: Duration, rng: &mut fastrand::Rng) -> Duration {
+        let retry = retry.max(1);
+        match self {
+            Backoff::None => Duration::ZERO,
+            Backoff::Constant(d) => *d,
+            Backoff::Linear { step, cap } => step.saturating_mul(retry).min(*cap),
+            Backoff::Exponential { base, cap, jitter } => {
+                let d = doubled(*base, retry - 1).min(*cap);
+                match jitter {
+                    Jitter::None => d,
+                    Jitter::Full => uniform(Duration::ZERO, d, rng),
+                    Jitter::Equal => {
+                        let half = d / 2;
+                        half.saturating_add(uniform(Duration::ZERO, d.saturating_sub(half), rng))
+                    }
+                    Jitter::Decorrelated => {
+                        let high = prev.saturating_mul(3).max(*base);
+                        uniform(*base, high, rng).min(*cap)
+                    }
+                }
+            }
+            Backoff::Custom(f) => f(retry),
+        }
+    }
+
+    /// Parse the CLI syntax.
+    ///
+    /// Accepted: `none`; `const:DUR`; `linear:STEP` (capped at
+    /// [`DEFAULT_LINEAR_CAP`]); `exp:BASE:CAP` (full jitter), e.g.
+    /// `exp:100ms:10s`. Durations use [`parse_duration`] syntax. For `exp`,
+    /// BASE must be positive (an exponential of zero is `none`; say so) and
+    /// CAP at least BASE. Errors name the input and the accepted forms.
+    pub fn parse(s: &str) -> Result<Backoff, String> {
+        let fail = |why: &str| {
+            let why = if why.is_empty() {
+                String::new()
+            } else {
+                format!("{why}; ")
+            };
+            format!(
+                "invalid backoff {s:?}: {why}expected one of none, const:DUR, linear:STEP, \
+                 exp:BASE:CAP (e.g. exp:{}:{})",
+                crate::clock::duration::format_duration(DEFAULT_BACKOFF_BASE),
+                crate::clock::duration::format_duration(DEFAULT_BACKOFF_CAP),
+            )
+        };
+        let dur = |text: &str| parse_duration(text).map_err(|e| fail(&e.to_string()));
+
+        let parts: Vec<&str> = s.trim().split(':').collect();
+        match parts.as_slice() {
+            [kind] if kind.eq_ignore_ascii_case("none") => Ok(Backoff::None),
+            [kind, d] if kind.eq_ignore_ascii_case("const") => Ok(Backoff::constant(dur(d)?)),
+            [kind, step] if kind.eq_ignore_ascii_case("linear") => Ok(Backoff::linear(dur(step)?)),
+            [kind, base, cap] if kind.eq_ignore_ascii_case("exp") => {
+                let base = dur(base)?;
+                let cap = dur(cap)?;
+                if base.is_zero() {
+                    return Err(fail("exp BASE must be greater than zero"));
+                }
+                if cap < base {
+                    return Err(fail("exp CAP must be at least BASE"));
+                }
+                Ok(Backoff::exponential(base, cap))
+            }
+            _ => Err(fail("")),
+        }
+    }
+}
+
+/// `base × 2^doublings`, saturating at `Duration::MAX`.
+fn doubled(base: Duration, doublings: u32) -> Duration {
+    if base.is_zero() {
+        Duration::ZERO
+    } else if doublings < 32 {
+        base.saturating_mul(1u32 << doublings)
+    } else {
+        Duration::MAX
+    }
+}
+
+/// Uniform in `[low, high]` (inclusive) at nanosecond resolution; `low` when
+/// `high <= low`. Durations beyond `u64::MAX` ns (584 years) saturate there.
+fn uniform(low: Duration, high: Duration, rng: &mut fastrand::Rng) -> Duration {
+    let to_nanos = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+    let (low, high) = (to_nanos(low), to_nanos(high));
+    if high <= low {
+        return Duration::from_nanos(low);
+    }
+    Duration::from_nanos(rng.u64(low..=high))
+}
+
+impl Default for Backoff {
+    /// Exponential from [`DEFAULT_BACKOFF_BASE`] to [`DEFAULT_BACKOFF_CAP`]
+    /// with full jitter; see those constants for why.
+    fn default() -> Backoff {
+        Backoff::exponential(DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP)
+    }
+}
+
+impl fmt::Debug for Backoff {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Backoff::None => f.write_str("None"),
+            Backoff::Constant(d) => f.debug_tuple("Constant").field(d).finish(),
+            Backoff::Linear { step, cap } => f
+                .debug_struct("Linear")
+                .field("step", step)
+                .field("cap", cap)
+                .finish(),
+            Backoff::Exponential { base, cap, jitter } => f
+                .debug_struct("Exponential")
+                .field("base", base)
+                .field("cap", cap)
+                .field("jitter", jitter)
+                .finish(),
+            Backoff::Custom(_) => f.write_str("Custom(<fn>)"),
+        }
+    }
+}
+
+/// Parse an HTTP `Retry-After` header value (RFC 9110 §10.2.3).
+///
+/// Either delay-seconds (`120`) or an HTTP-date (`Wed, 21 Oct 2015 07:28:00
+/// GMT`), which is taken relative to `now`; a date in the past means "retry
+/// now" (`Duration::ZERO`). Anything else — negative or signed numbers,
+/// fractions, garbage — is `None`, so the caller falls back to its own
+/// backoff. Never panics on hostile input: a delay-seconds value too large for
+/// a `u64` saturates to `u64::MAX` seconds (the retry loop's deadline bounds
+/// the actual wait).
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if value.is_empty() {
+        return None;
+    }
+    if value.bytes().all(|b| b.is_ascii_digit()) {
+        let secs = value.bytes().fold(0u64, |acc, b| {
+            acc.saturating_mul(10).saturating_add(u64::from(b - b'0'))
+        });
+        return Some(Duration::from_secs(secs));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(when.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: fn(u64) -> Duration = Duration::from_millis;
+    const SECS: fn(u64) -> Duration = Duration::from_secs;
+
+    fn rng() -> fastrand::Rng {
+        fastrand::Rng::with_seed(42)
+    }
+
+    /// Delays for retries 1..=n, feeding each delay back as `prev`.
+    fn sequence(b: &Backoff, n: u32, rng: &mut fastrand::Rng) -> Vec<Duration> {
+        let mut prev = Duration::ZERO;
+        (1..=n)
+            .map(|i| {
+                prev = b.delay(i, prev, rng);
+                prev
+            })
+            .collect()
+    }
+
+    fn ms_list(v: &[u64]) -> Vec<Duration> {
+        v.iter().copied().map(MS).collect()
+    }
+
+    #[test]
+    fn defaults_are_exponential_full_jitter_100ms_to_10s() {
+        match Backoff::default() {
+            Backoff::Exponential { base, cap, jitter } => {
+                assert_eq!(base, MS(100));
+                assert_eq!(cap, SECS(10));
+                assert_eq!(jitter, Jitter::Full);
+            }
+            other => panic!("unexpected default {other:?}"),
+        }
+        assert_eq!(Jitter::default(), Jitter::Full);
+    }
+
+    #[test]
+    fn exponential_without_jitter_doubles_then_caps() {
+        let b = Backoff::default().with_jitter(Jitter::None);
+        assert_eq!(
+            sequence(&b, 10, &mut rng()),
+            ms_list(&[100, 200, 400, 800, 1600, 3200, 6400, 10_000, 10_000, 10_000])
+        );
+    }
+
+    #[test]
+    fn exponential_huge_retry_numbers_saturate_to_cap() {
+        let b = Backoff::default().with_jitter(Jitter::None);
+        for retry in [31, 32, 33, 64, 1000, u32::MAX] {
+            assert_eq!(
+                b.delay(retry, Duration::ZERO, &mut rng()),
+                SECS(10),
+                "{retry}"
+            );
+        }
+        let huge = Backoff::exponential(Duration::MAX, Duration::MAX).with_jitter(Jitter::None);
+        assert_eq!(
+            huge.delay(u32::MAX, Duration::MAX, &mut rng()),
+            Duration::MAX
+        );
+        for j in [Jitter::Full, Jitter::Equal, Jitter::Decorrelated] {
+            let b = Backoff::exponential(Duration::MAX, Duration::MAX).with_jitter(j);
+            let _ = b.delay(u32::MAX, Duration::MAX, &mut rng());
+        }
+    }
+
+    #[test]
+    fn retry_zero_is_treated_as_first_retry() {
+        let b = Backoff::default().with_jitter(Jitter::None);
+        assert_eq!(b.delay(0, Duration::ZERO, &mut rng()), MS(100));
+        assert_eq!(
+            Backoff::linear(MS(50)).delay(0, Duration::ZERO, &mut rng()),
+            MS(50)
+        );
+        let seen = Backoff::from_fn(|i| MS(u64::from(i)));
+        assert_eq!(seen.delay(0, Duration::ZERO, &mut rng()), MS(1));
+    }
+
+    #[test]
+    fn zero_base_exponential_is_always_zero() {
+        let b = Backoff::exponential(Duration::ZERO, SECS(1)).with_jitter(Jitter::None);
+        assert_eq!(b.delay(40, Duration::ZERO, &mut rng()), Duration::ZERO);
+    }
+
+    #[test]
+    fn cap_below_base_wins() {
+        let b = Backoff::exponential(SECS(5), SECS(1)).with_jitter(Jitter::None);
+        assert_eq!(b.delay(1, Duration::ZERO, &mut rng()), SECS(1));
+        let b = b.with_jitter(Jitter::Decorrelated);
+        assert_eq!(b.delay(3, SECS(9), &mut rng()), SECS(1));
+    }
+
+    #[test]
+    fn constant_none_and_linear_sequences() {
+        assert_eq!(
+            sequence(&Backoff::None, 3, &mut rng()),
+            vec![Duration::ZERO; 3]
+        );
+        assert_eq!(
+            sequence(&Backoff::constant(MS(250)), 3, &mut rng()),
+            vec![MS(250); 3]
+        );
+        assert_eq!(
+            sequence(&Backoff::linear(MS(100)), 4, &mut rng()),
+            ms_list(&[100, 200, 300, 400])
+        );
+        let linear = Backoff::linear(SECS(7));
+        assert_eq!(linear.delay(4, Duration::ZERO, &mut rng()), SECS(28));
+        assert_eq!(
+            linear.delay(5, Duration::ZERO, &mut rng()),
+            DEFAULT_LINEAR_CAP
+        );
+        assert_eq!(
+            linear.delay(u32::MAX, Duration::ZERO, &mut rng()),
+            DEFAULT_LINEAR_CAP
+        );
+        let uncapped = Backoff::Linear {
+            step: Duration::MAX,
+            cap: Duration::MAX,
+        };
+        assert_eq!(
+            uncapped.delay(u32::MAX, Duration::ZERO, &mut rng()),
+            Duration::MAX
+        );
+    }
+
+    #[test]
+    fn reference_incremental_backoff_function() {
+        // opensearch-go's docs: RetryBackoff: func(i int) { i * 100ms }.
+        let b = Backoff::from_fn(|i| MS(100).saturating_mul(i));
+        assert_eq!(sequence(&b, 4, &mut rng()), ms_list(&[100, 200, 300, 400]));
+    }
+
+    #[test]
+    fn with_jitter_only_changes_exponential() {
+        let c = Backoff::constant(SECS(1)).with_jitter(Jitter::None);
+        assert_eq!(format!("{c:?}"), "Constant(1s)");
+        let e = Backoff::exponential(MS(1), MS(2)).with_jitter(Jitter::Equal);
+        assert_eq!(
+            format!("{e:?}"),
+            "Exponential { base: 1ms, cap: 2ms, jitter: Equal }"
+        );
+    }
+
+    #[test]
+    fn debug_hides_custom_function() {
+        assert_eq!(format!("{:?}", Backoff::from_fn(|_| MS(1))), "Custom(<fn>)");
+        assert_eq!(format!("{:?}", Backoff::None), "None");
+        assert_eq!(
+            format!("{:?}", Backoff::linear(MS(5))),
+            "Linear { step: 5ms, cap: 30s }"
+        );
+    }
+
+    #[test]
+    fn full_jitter_stays_within_zero_and_exponential_delay() {
+        let b = Backoff::default();
+        for seed in 0..500 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            for retry in 1..=12 {
+                let ceiling = MS(100).saturating_mul(1 << (retry - 1)).min(SECS(10));
+                let d = b.delay(retry, Duration::ZERO, &mut rng);
+                assert!(
+                    d <= ceiling,
+                    "seed {seed} retry {retry}: {d:?} > {ceiling:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn full_jitter_actually_spreads() {
+        let b = Backoff::default();
+        let mut rng = rng();
+        let draws: Vec<Duration> = (0..1000)
+            .map(|_| b.delay(8, Duration::ZERO, &mut rng))
+            .collect();
+        assert!(draws.iter().any(|d| *d < SECS(2)));
+        assert!(draws.iter().any(|d| *d > SECS(8)));
+    }
+
+    #[test]
+    fn equal_jitter_stays_within_half_and_full_delay() {
+        let b = Backoff::default().with_jitter(Jitter::Equal);
+        for seed in 0..500 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            for retry in 1..=12 {
+                let ceiling = MS(100).saturating_mul(1 << (retry - 1)).min(SECS(10));
+                let d = b.delay(retry, Duration::ZERO, &mut rng);
+                assert!(
+                    d >= ceiling / 2 && d <= ceiling,
+                    "seed {seed} retry {retry}: {d:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn decorrelated_jitter_stays_within_base_and_cap() {
+        let b = Backoff::default().with_jitter(Jitter::Decorrelated);
+        for seed in 0..500 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let mut prev = Duration::ZERO;
+            for retry in 1..=30 {
+                let d = b.delay(retry, prev, &mut rng);
+                assert!(
+                    d >= MS(100) && d <= SECS(10),
+                    "seed {seed} retry {retry}: {d:?}"
+                );
+                assert!(
+                    d <= prev.saturating_mul(3).max(MS(300)),
+                    "grew more than 3x"
+                );
+                prev = d;
+            }
+        }
+    }
+
+    #[test]
+    fn decorrelated_first_retry_is_between_base_and_three_bases() {
+        let b = Backoff::default().with_jitter(Jitter::Decorrelated);
+        for seed in 0..200 {
+            let d = b.delay(1, Duration::ZERO, &mut fastrand::Rng::with_seed(seed));
+            assert!(d >= MS(100) && d <= MS(300), "{d:?}");
+        }
+    }
+
+    #[test]
+    fn same_seed_gives_same_sequence() {
+        for j in [Jitter::Full, Jitter::Equal, Jitter::Decorrelated] {
+            let b = Backoff::default().with_jitter(j);
+            let a = sequence(&b, 20, &mut fastrand::Rng::with_seed(9));
+            let again = sequence(&b, 20, &mut fastrand::Rng::with_seed(9));
+            let other = sequence(&b, 20, &mut fastrand::Rng::with_seed(10));
+            assert_eq!(a, again, "{j:?}");
+            assert_ne!(a, other, "{j:?}");
+        }
+    }
+
+    #[test]
+    fn no_jitter_does_not_consume_randomness() {
+        let mut used = rng();
+        let _ = Backoff::default()
+            .with_jitter(Jitter::None)
+            .delay(3, Duration::ZERO, &mut used);
+        assert_eq!(used.u64(..), rng().u64(..));
+    }
+
+    #[test]
+    fn parse_accepted_forms() {
+        let show = |s: &str| match Backoff::parse(s) {
+            Ok(b) => format!("{b:?}"),
+            Err(e) => panic!("{s}: {e}"),
+        };
+        assert_eq!(show("none"), "None");
+        assert_eq!(show(" NONE "), "None");
+        assert_eq!(show("const:250ms"), "Constant(250ms)");
+        assert_eq!(show("const:0"), "Constant(0ns)");
+        assert_eq!(show("linear:1.5s"), "Linear { step: 1.5s, cap: 30s }");
+        assert_eq!(
+            show("exp:100ms:10s"),
+            "Exponential { base: 100ms, cap: 10s, jitter: Full }"
+        );
+        assert_eq!(
+            show("exp:1:1m"),
+            "Exponential { base: 1s, cap: 60s, jitter: Full }"
+        );
+    }
+
+    #[test]
+    fn parse_rejects_bad_forms_with_actionable_messages() {
+        for s in [
+            "",
+            "exp",
+            "exp:100ms",
+            "exp:100ms:10s:1",
+            "const",
+            "const:",
+            "linear:abc",
+            "exp:0:1s",
+            "exp:2s:1s",
+            "exp:-1s:1s",
+            "fixed:1s",
+            "none:1s",
+            ":",
+        ] {
+            match Backoff::parse(s) {
+                Ok(b) => panic!("{s:?} parsed as {b:?}"),
+                Err(e) => {
+                    assert!(e.contains(&format!("{s:?}")), "{e}");
+                    assert!(e.contains("exp:BASE:CAP (e.g. exp:100ms:10s)"), "{e}");
+                }
+            }
+        }
+        let e = Backoff::parse("exp:2s:1s").err().unwrap_or_default();
+        assert!(e.contains("CAP must be at least BASE"), "{e}");
+        let e = Backoff::parse("const:5x").err().unwrap_or_default();
+        assert!(e.contains("unknown unit"), "{e}");
+    }
+
+    fn date(s: &str) -> SystemTime {
+        match httpdate::parse_http_date(s) {
+            Ok(t) => t,
+            Err(e) => panic!("{s}: {e}"),
+        }
+    }
+
+    #[test]
+    fn retry_after_delay_seconds() {
+        let now = SystemTime::UNIX_EPOCH;
+        assert_eq!(parse_retry_after("120", now), Some(SECS(120)));
+        assert_eq!(parse_retry_after(" 0 ", now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("007", now), Some(SECS(7)));
+    }
+
+    #[test]
+    fn retry_after_huge_number_saturates() {
+        let now = SystemTime::UNIX_EPOCH;
+        assert_eq!(
+            parse_retry_after("99999999999999999999", now),
+            Some(SECS(u64::MAX))
+        );
+        let absurd = "9".repeat(100_000);
+        assert_eq!(parse_retry_after(&absurd, now), Some(SECS(u64::MAX)));
+    }
+
+    #[test]
+    fn retry_after_http_date_is_relative_to_now() {
+        let now = date("Wed, 21 Oct 2015 07:26:00 GMT");
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now),
+            Some(SECS(120))
+        );
+        // The obsolete RFC 850 and asctime forms are valid HTTP-dates too.
+        assert_eq!(
+            parse_retry_after("Wednesday, 21-Oct-15 07:28:00 GMT", now),
+            Some(SECS(120))
+        );
+        assert_eq!(
+            parse_retry_after("Wed Oct 21 07:28:00 2015", now),
+            Some(SECS(120))
+        );
+    }
+
+    #[test]
+    fn retry_after_past_date_means_now() {
+        let now = date("Wed, 21 Oct 2015 07:28:00 GMT");
+        assert_eq!(
+            parse_retry_after("Tue, 20 Oct 2015 07:28:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", now),
+            Some(Duration::ZERO)
+        );
+    }
+
+    #[test]
+    fn retry_after_garbage_is_none() {
+        let now = SystemTime::UNIX_EPOCH;
+        for s in [
+            "",
+            "  ",
+            "-1",
+            "+5",
+            "1.5",
+            "1e3",
+            "120s",
+            "soon",
+            "Wed, 99 Oct 2015 07:28:00 GMT",
+            "Wed, 21 Oct 2015 07:28:00 PST",
+            "\u{0}",
+            "١٢٠",
+            "Wed, 21 Oct 2015 25:28:00 GMT",
+        ] {
+            assert_eq!(parse_retry_after(s, now), None, "{s:?}");
+        }
+        let junk: String = (0u32..5000).filter_map(char::from_u32).collect();
+        assert_eq!(parse_retry_after(&junk, now), None);
+    }
+}
