@@ -49,6 +49,8 @@ mod nodes;
 pub mod observe;
 mod policy;
 mod resurrection;
+mod shared;
+mod sync;
 #[cfg(test)]
 mod testing;
 mod transport;

@@ -19,7 +19,6 @@ use crate::policy::class_backoff::ClassBackoff;
 use crate::policy::load::AdaptiveJitter;
 use crate::policy::retry::RetryPolicy;
 use crate::policy::schedule::ResurrectionConfig;
-use crate::transport::client::Client;
 
 /// Reads the per-attempt timeout override from `SEARCHWIRE_REQUEST_TIMEOUT`'s value.
 ///
@@ -66,8 +65,8 @@ pub struct ClientBuilder {
     pub(crate) health_timeout: Duration,
     pub(crate) reprobe: crate::nodes::capability::ReprobePolicy,
     pub(crate) health_refresh: bool,
-    pub(crate) health_modifier: Option<crate::health::RequestModifier>,
-    pub(crate) discovery: crate::discovery::DiscoveryConfig,
+    pub(crate) health_modifier: Option<RequestModifier>,
+    pub(crate) discovery: DiscoveryConfig,
     pub(crate) budget: Option<RetryBudget>,
     pub(crate) class_backoff: ClassBackoff,
     pub(crate) adaptive_jitter: AdaptiveJitter,
@@ -102,7 +101,7 @@ impl Default for ClientBuilder {
             reprobe: crate::nodes::capability::ReprobePolicy::default(),
             health_refresh: defaults::HEALTH_REFRESH,
             health_modifier: None,
-            discovery: crate::discovery::DiscoveryConfig::default(),
+            discovery: DiscoveryConfig::default(),
             budget: Some(RetryBudget::default()),
             class_backoff: ClassBackoff::new(),
             adaptive_jitter: AdaptiveJitter::default(),
@@ -256,7 +255,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Idle keep-alive connections are closed after this long (default 90 s).
+    /// Idle keep-alive connections are closed after this long (default
+    /// [`POOL_IDLE_TIMEOUT`](crate::defaults::POOL_IDLE_TIMEOUT), 50 s).
     pub fn pool_idle_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.pool_idle_timeout = timeout;
         self
@@ -478,49 +478,10 @@ impl ClientBuilder {
         self
     }
 
-    /// Validates the configuration and builds the client.
-    pub fn build(self) -> Result<Client, Error> {
-        let env = if self.read_env {
-            match std::env::var(defaults::REQUEST_TIMEOUT_ENV) {
-                Ok(v) => timeout_override(Some(&v))?,
-                Err(std::env::VarError::NotPresent) => None,
-                Err(std::env::VarError::NotUnicode(_)) => {
-                    return Err(Error::config(format!(
-                        "environment variable {} is not valid UTF-8",
-                        defaults::REQUEST_TIMEOUT_ENV
-                    )))
-                }
-            }
-        } else {
-            None
-        };
-        self.build_with_override(env)
-    }
-
-    pub(crate) fn build_with_override(
-        self,
-        env: Option<Option<Duration>>,
-    ) -> Result<Client, Error> {
-        let (b, addrs, headers, roots) = self.prepare(env)?;
-        Client::from_parts(b, addrs, headers, roots)
-    }
-
-    /// Like `build_with_override`, with every validation and the real headers, but over
-    /// the given connector (tests).
-    #[cfg(test)]
-    pub(crate) fn build_with_connector(
-        self,
-        env: Option<Option<Duration>>,
-        connector: std::sync::Arc<dyn crate::http::connector::Connector>,
-    ) -> Result<Client, Error> {
-        let (b, addrs, headers, _roots) = self.prepare(env)?;
-        Ok(Client::with_connector(b, addrs, headers, connector))
-    }
-
     /// Validates everything; returns the builder, the parsed seed addresses, the default
     /// headers (user agent, credentials, custom headers) and the extra CA roots.
     #[allow(clippy::type_complexity)]
-    fn prepare(
+    pub(crate) fn prepare(
         mut self,
         env: Option<Option<Duration>>,
     ) -> Result<
@@ -640,6 +601,38 @@ impl ClientBuilder {
             }
         }
         Ok((self, addrs, headers, roots))
+    }
+}
+
+/// A user callback applied to every background request (health checks, probes, refresh,
+/// discovery) after the client's headers and credentials are set.
+pub(crate) type RequestModifier =
+    std::sync::Arc<dyn Fn(&mut http::Request<()>) + Send + Sync + 'static>;
+
+/// When discovery runs (builder settings).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DiscoveryConfig {
+    pub on_start: bool,
+    pub interval: Option<Duration>,
+    pub timeout: Duration,
+    pub on_failure: bool,
+}
+
+impl Default for DiscoveryConfig {
+    fn default() -> DiscoveryConfig {
+        DiscoveryConfig {
+            on_start: false,
+            interval: None,
+            timeout: defaults::DISCOVERY_TIMEOUT,
+            on_failure: false,
+        }
+    }
+}
+
+impl DiscoveryConfig {
+    /// Whether a background task is needed at all.
+    pub(crate) fn background(&self) -> bool {
+        self.on_start || self.interval.is_some() || self.on_failure
     }
 }
 

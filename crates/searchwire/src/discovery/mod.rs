@@ -39,8 +39,8 @@
 //! [`Pool::merge`]: crate::nodes::pool::Pool::merge
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -48,80 +48,20 @@ use serde::Deserialize;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
+use crate::config::DiscoveryConfig;
 use crate::health::{apply, check_node, CheckResult, Effect};
 use crate::http::addr::NodeAddr;
 use crate::message::error::{Error, ErrorKind};
-use crate::nodes::pool::{lock, ClearOnDrop, Member, PoolNode};
-use crate::transport::client::Inner;
+use crate::nodes::pool::{Member, PoolNode};
+use crate::shared::Inner;
+use crate::sync::{lock, ClearOnDrop};
 
 /// The nodes-info request: HTTP addresses and OS facts (allocated processors) only.
 pub(crate) const NODES_PATH: &str = "/_nodes/http,os";
 
-/// Timeout of one discovery request: 5 s, like a health check. The reply is small, and a
-/// node that cannot produce it in 5 s is not the one to ask; the next node is tried.
-pub(crate) const DEFAULT_TIMEOUT: Duration = crate::defaults::DISCOVERY_TIMEOUT;
-
 /// Shortest gap between two failure-triggered discoveries: 10 s. A cluster losing nodes
 /// one after another should not be asked for its node list once per casualty.
 pub(crate) const REDISCOVER_MIN_GAP: Duration = crate::defaults::REDISCOVER_MIN_GAP;
-
-/// When discovery runs (builder settings).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct DiscoveryConfig {
-    pub on_start: bool,
-    pub interval: Option<Duration>,
-    pub timeout: Duration,
-    pub on_failure: bool,
-}
-
-impl Default for DiscoveryConfig {
-    fn default() -> DiscoveryConfig {
-        DiscoveryConfig {
-            on_start: false,
-            interval: None,
-            timeout: DEFAULT_TIMEOUT,
-            on_failure: false,
-        }
-    }
-}
-
-impl DiscoveryConfig {
-    /// Whether a background task is needed at all.
-    fn background(&self) -> bool {
-        self.on_start || self.interval.is_some() || self.on_failure
-    }
-}
-
-/// Discovery's part of the client: settings, the seeds, and the bookkeeping that keeps
-/// rounds serialized and failure-triggered rounds rate-limited.
-pub(crate) struct Discovery {
-    config: DiscoveryConfig,
-    /// The configured node URLs: never dropped, and asked when nothing else answers.
-    seeds: Vec<NodeAddr>,
-    /// Held for a whole round, so rounds (background and `discover_now`) never interleave.
-    round: tokio::sync::Mutex<()>,
-    /// Wakes the background task for a failure-triggered round. Shared with the task so
-    /// it can wait without holding the client.
-    wake: Arc<Notify>,
-    last_triggered: Mutex<Option<Instant>>,
-    started: AtomicBool,
-    /// Rotates which live node is asked first, so rounds do not all land on one node.
-    next_start: AtomicUsize,
-}
-
-impl Discovery {
-    pub(crate) fn new(config: DiscoveryConfig, seeds: Vec<NodeAddr>) -> Discovery {
-        Discovery {
-            config,
-            seeds,
-            round: tokio::sync::Mutex::new(()),
-            wake: Arc::new(Notify::new()),
-            last_triggered: Mutex::new(None),
-            started: AtomicBool::new(false),
-            next_start: AtomicUsize::new(0),
-        }
-    }
-}
 
 /// What one discovery round did.
 #[derive(Clone, Debug, PartialEq, Eq)]

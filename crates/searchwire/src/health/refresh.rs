@@ -34,9 +34,10 @@ use crate::health::{
     HealthAnswer,
 };
 use crate::nodes::capability::Capability;
-use crate::nodes::pool::{ClearOnDrop, PoolNode};
+use crate::nodes::pool::PoolNode;
 use crate::policy::schedule::{health_refresh_interval, MAX_HEALTH_REFRESH};
-use crate::transport::client::Inner;
+use crate::shared::Inner;
+use crate::sync::ClearOnDrop;
 
 /// Starts the background task if enabled and not running. Without a tokio runtime this does
 /// nothing; the client calls it again on every request.

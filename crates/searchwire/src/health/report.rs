@@ -13,7 +13,7 @@ use crate::health::{
 };
 use crate::nodes::capability::{Capability, ProbeOutcome};
 use crate::nodes::pool::PoolNode;
-use crate::transport::client::Client;
+use crate::shared::Inner;
 
 /// One node's stored `_cluster/health?local=true` answer.
 #[derive(Clone, Debug, PartialEq)]
@@ -137,122 +137,118 @@ pub(crate) fn auth_problem(status: u16) -> String {
     }
 }
 
-impl Client {
-    /// What the background health checks have stored, without any I/O: the freshest
-    /// cluster health (and its age) and every node's capability, version and
-    /// distribution. Cluster-wide data informs; it never gates traffic.
-    pub fn cluster_health(&self) -> ClusterHealth {
-        let now = Instant::now();
-        let mut latest: Option<(Instant, ClusterHealthSample)> = None;
-        let mut nodes = Vec::new();
-        for n in self.inner.pool.topology().nodes.iter() {
-            let c = n.capability().clone();
-            if let Some((h, at)) = &c.health {
-                if latest.as_ref().is_none_or(|(t, _)| at > t) {
-                    latest = Some((
-                        *at,
-                        ClusterHealthSample {
-                            node: n.addr.to_string(),
-                            age: now.saturating_duration_since(*at),
-                            health: h.clone(),
-                        },
-                    ));
-                }
+/// What the background health checks have stored, without any I/O: the freshest
+/// cluster health (and its age) and every node's capability, version and
+/// distribution. Cluster-wide data informs; it never gates traffic.
+pub(crate) fn cluster_health(inner: &Inner) -> ClusterHealth {
+    let now = Instant::now();
+    let mut latest: Option<(Instant, ClusterHealthSample)> = None;
+    let mut nodes = Vec::new();
+    for n in inner.pool.topology().nodes.iter() {
+        let c = n.capability().clone();
+        if let Some((h, at)) = &c.health {
+            if latest.as_ref().is_none_or(|(t, _)| at > t) {
+                latest = Some((
+                    *at,
+                    ClusterHealthSample {
+                        node: n.addr.to_string(),
+                        age: now.saturating_duration_since(*at),
+                        health: h.clone(),
+                    },
+                ));
             }
-            nodes.push(NodeHealthView {
-                url: n.addr.to_string(),
-                alive: n.is_alive(),
+        }
+        nodes.push(NodeHealthView {
+            url: n.addr.to_string(),
+            alive: n.is_alive(),
+            capability: c.state,
+            version: c.info.as_ref().map(|i| i.version.clone()),
+            distribution: c.info.as_ref().map(|i| i.distribution.clone()),
+            health_age: c
+                .health
+                .as_ref()
+                .map(|(_, at)| now.saturating_duration_since(*at)),
+            reprobe_in: c.reprobe_at.map(|t| t.saturating_duration_since(now)),
+        });
+    }
+    ClusterHealth {
+        latest: latest.map(|(_, s)| s),
+        nodes,
+    }
+}
+
+/// Health-checks every node now, concurrently (at most 8 at a time): `GET /`, then,
+/// when it succeeded, the capability probe of `/_cluster/health?local=true`, waiting
+/// for its answer. The results are applied like any health check's: a node that cannot
+/// be reached is marked dead and handed to its resurrection timer; one that answers —
+/// even with 401/403 — is alive.
+pub(crate) async fn check_all(inner: &Arc<Inner>) -> HealthReport {
+    let nodes: Vec<Arc<PoolNode>> = inner.pool.topology().nodes.clone();
+    let pool_nodes = nodes.clone();
+    let limit = Arc::new(Semaphore::new(crate::defaults::HEALTH_CHECK_CONCURRENCY));
+    let mut tasks = tokio::task::JoinSet::new();
+    for (i, node) in nodes.into_iter().enumerate() {
+        let inner = Arc::clone(inner);
+        let limit = Arc::clone(&limit);
+        tasks.spawn(async move {
+            let _permit = limit.acquire_owned().await.ok();
+            let mut error = None;
+            let mut auth_rejected = None;
+            let mut cluster_health = None;
+            let check = check_root(&inner, &node);
+            let result = crate::health::reported(&inner, &node, "check_all", check).await;
+            // Only an unreachable node is ejected; see `Effect::CheckAll`.
+            apply(&inner, &node, &result, Effect::CheckAll);
+            match result {
+                CheckResult::Healthy => {
+                    if let ProbeOutcome::Ok(h) = probe_capability(&inner, &node).await {
+                        cluster_health = Some(h);
+                    }
+                }
+                CheckResult::AuthRejected(s) => {
+                    auth_rejected = Some(s);
+                    error = Some(auth_problem(s));
+                }
+                CheckResult::Unreachable(why) | CheckResult::Unhealthy(why) => error = Some(why),
+            }
+            let c = node.capability().clone();
+            let report = NodeReport {
+                url: node.addr.to_string(),
+                alive: node.is_alive(),
                 capability: c.state,
                 version: c.info.as_ref().map(|i| i.version.clone()),
                 distribution: c.info.as_ref().map(|i| i.distribution.clone()),
-                health_age: c
-                    .health
-                    .as_ref()
-                    .map(|(_, at)| now.saturating_duration_since(*at)),
-                reprobe_in: c.reprobe_at.map(|t| t.saturating_duration_since(now)),
-            });
-        }
-        ClusterHealth {
-            latest: latest.map(|(_, s)| s),
-            nodes,
+                cluster_name: c.info.as_ref().map(|i| i.cluster_name.clone()),
+                auth_rejected,
+                error,
+                cluster_health,
+            };
+            (i, report)
+        });
+    }
+    let mut reports: Vec<Option<NodeReport>> = vec![None; pool_nodes.len()];
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok((i, r)) = joined {
+            reports[i] = Some(r);
         }
     }
-
-    /// Health-checks every node now, concurrently (at most 8 at a time): `GET /`, then,
-    /// when it succeeded, the capability probe of `/_cluster/health?local=true`, waiting
-    /// for its answer. The results are applied like any health check's: a node that cannot
-    /// be reached is marked dead and handed to its resurrection timer; one that answers —
-    /// even with 401/403 — is alive.
-    pub async fn check_all(&self) -> HealthReport {
-        let nodes: Vec<Arc<PoolNode>> = self.inner.pool.topology().nodes.clone();
-        let pool_nodes = nodes.clone();
-        let limit = Arc::new(Semaphore::new(crate::defaults::HEALTH_CHECK_CONCURRENCY));
-        let mut tasks = tokio::task::JoinSet::new();
-        for (i, node) in nodes.into_iter().enumerate() {
-            let inner = Arc::clone(&self.inner);
-            let limit = Arc::clone(&limit);
-            tasks.spawn(async move {
-                let _permit = limit.acquire_owned().await.ok();
-                let mut error = None;
-                let mut auth_rejected = None;
-                let mut cluster_health = None;
-                let check = check_root(&inner, &node);
-                let result = crate::health::reported(&inner, &node, "check_all", check).await;
-                // Only an unreachable node is ejected; see `Effect::CheckAll`.
-                apply(&inner, &node, &result, Effect::CheckAll);
-                match result {
-                    CheckResult::Healthy => {
-                        if let ProbeOutcome::Ok(h) = probe_capability(&inner, &node).await {
-                            cluster_health = Some(h);
-                        }
-                    }
-                    CheckResult::AuthRejected(s) => {
-                        auth_rejected = Some(s);
-                        error = Some(auth_problem(s));
-                    }
-                    CheckResult::Unreachable(why) | CheckResult::Unhealthy(why) => {
-                        error = Some(why)
-                    }
-                }
-                let c = node.capability().clone();
-                let report = NodeReport {
-                    url: node.addr.to_string(),
-                    alive: node.is_alive(),
-                    capability: c.state,
-                    version: c.info.as_ref().map(|i| i.version.clone()),
-                    distribution: c.info.as_ref().map(|i| i.distribution.clone()),
-                    cluster_name: c.info.as_ref().map(|i| i.cluster_name.clone()),
-                    auth_rejected,
-                    error,
-                    cluster_health,
-                };
-                (i, report)
-            });
-        }
-        let mut reports: Vec<Option<NodeReport>> = vec![None; pool_nodes.len()];
-        while let Some(joined) = tasks.join_next().await {
-            if let Ok((i, r)) = joined {
-                reports[i] = Some(r);
-            }
-        }
-        // A check that panicked (a request modifier can) still has a row.
-        let nodes = reports
-            .into_iter()
-            .zip(pool_nodes)
-            .map(|(r, node)| {
-                r.unwrap_or_else(|| NodeReport {
-                    url: node.addr.to_string(),
-                    alive: node.is_alive(),
-                    capability: node.capability().state,
-                    version: None,
-                    distribution: None,
-                    cluster_name: None,
-                    auth_rejected: None,
-                    error: Some("the health check task panicked".to_string()),
-                    cluster_health: None,
-                })
+    // A check that panicked (a request modifier can) still has a row.
+    let nodes = reports
+        .into_iter()
+        .zip(pool_nodes)
+        .map(|(r, node)| {
+            r.unwrap_or_else(|| NodeReport {
+                url: node.addr.to_string(),
+                alive: node.is_alive(),
+                capability: node.capability().state,
+                version: None,
+                distribution: None,
+                cluster_name: None,
+                auth_rejected: None,
+                error: Some("the health check task panicked".to_string()),
+                cluster_health: None,
             })
-            .collect();
-        HealthReport { nodes }
-    }
+        })
+        .collect();
+    HealthReport { nodes }
 }

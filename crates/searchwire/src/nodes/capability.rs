@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::health::{ClusterHealthLocal, NodeInfo};
+use crate::nodes::info::{ClusterHealthLocal, NodeInfo};
 
 /// Whether a node serves `GET /_cluster/health?local=true` to this client's credentials.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -15,39 +15,7 @@ use tokio::time::Instant;
 use crate::http::addr::NodeAddr;
 use crate::nodes::capability::NodeCapability;
 use crate::policy::schedule::{self, Capacity, ResurrectionConfig};
-
-/// Locks a mutex, recovering the data if a panicking thread poisoned it (the state we
-/// guard is always left consistent between statements).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    match m.lock() {
-        Ok(g) => g,
-        Err(p) => p.into_inner(),
-    }
-}
-
-/// Runs a closure when dropped, unless disarmed: clears a "task running" flag however the
-/// task ends — returning, panicking, or dropped with its runtime — so a later caller can
-/// start the task again instead of believing it still runs.
-pub(crate) struct ClearOnDrop<F: FnMut()>(Option<F>);
-
-impl<F: FnMut()> ClearOnDrop<F> {
-    pub(crate) fn new(f: F) -> ClearOnDrop<F> {
-        ClearOnDrop(Some(f))
-    }
-
-    /// The flag was already handed over (cleared under a lock by the task itself).
-    pub(crate) fn disarm(&mut self) {
-        self.0 = None;
-    }
-}
-
-impl<F: FnMut()> Drop for ClearOnDrop<F> {
-    fn drop(&mut self) {
-        if let Some(f) = &mut self.0 {
-            f();
-        }
-    }
-}
+use crate::sync::lock;
 
 /// Mutable per-node health, changed only on transitions.
 #[derive(Clone, Debug, Default)]

@@ -23,29 +23,14 @@ use std::time::{Duration, SystemTime};
 
 use crate::clock::duration::parse_duration;
 
-/// First exponential retry delay by default: 100 ms.
-///
-/// Why: most transient failures of a search cluster (a node restarting a
-/// listener, a 503 while a shard relocates, a connection reset) clear within
-/// tens to hundreds of milliseconds, and the retry usually goes to a
-/// different node anyway. Waiting longer on the first retry mostly adds
-/// latency; waiting less hits the same hiccup again.
-pub const DEFAULT_BACKOFF_BASE: Duration = Duration::from_millis(100);
+/// First exponential retry delay by default: [`defaults::BACKOFF_BASE`](crate::defaults::BACKOFF_BASE).
+pub const DEFAULT_BACKOFF_BASE: Duration = crate::defaults::BACKOFF_BASE;
 
-/// Largest exponential retry delay by default: 10 s.
-///
-/// Why: doubling from 100 ms passes 10 s at the eighth retry. A node that is
-/// still failing after that is the node pool's problem (it is marked dead and
-/// resurrected on its own schedule), not the request's; sleeping longer than
-/// 10 s inside one request just burns the caller's deadline.
-pub const DEFAULT_BACKOFF_CAP: Duration = Duration::from_secs(10);
+/// Largest exponential retry delay by default: [`defaults::BACKOFF_CAP`](crate::defaults::BACKOFF_CAP).
+pub const DEFAULT_BACKOFF_CAP: Duration = crate::defaults::BACKOFF_CAP;
 
-/// Largest delay of [`Backoff::linear`]: 30 s.
-///
-/// Why: linear growth is slow, so the cap only matters for long retry budgets;
-/// 30 s matches the dead-node resurrection maximum, so a single request never
-/// waits between attempts longer than a dead node waits between probes.
-pub const DEFAULT_LINEAR_CAP: Duration = Duration::from_secs(30);
+/// Largest delay of [`Backoff::linear`]: [`defaults::LINEAR_BACKOFF_CAP`](crate::defaults::LINEAR_BACKOFF_CAP).
+pub const DEFAULT_LINEAR_CAP: Duration = crate::defaults::LINEAR_BACKOFF_CAP;
 
 /// How randomness is mixed into an exponential delay `d`.
 ///

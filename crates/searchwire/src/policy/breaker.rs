@@ -40,8 +40,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::classify::OutcomeKind;
-use crate::nodes::pool::lock;
 use crate::policy::window::SlidingWindow;
+use crate::sync::lock;
 
 /// Slots of the breaker's sliding window.
 const SLOTS: u32 = 30;

@@ -43,8 +43,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::nodes::pool::lock;
 use crate::policy::window::SlidingWindow;
+use crate::sync::lock;
 
 /// One retry, in budget units (deposits are fractions of it).
 const UNIT: i64 = 1000;

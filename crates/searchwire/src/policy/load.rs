@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::nodes::pool::lock;
 use crate::policy::window::SlidingWindow;
+use crate::sync::lock;
 
 /// Slots of the retry-count window.
 const SLOTS: u32 = 30;

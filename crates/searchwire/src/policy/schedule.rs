@@ -47,10 +47,9 @@ pub struct Capacity {
 }
 
 impl Capacity {
-    /// Cores assumed when the server has not told us (the reference's
-    /// default): a common production node size, and a middle guess that is
-    /// neither reckless for small nodes nor timid for large ones.
-    pub const DEFAULT_CORES: u32 = 8;
+    /// Cores assumed when the server has not told us:
+    /// [`defaults::SERVER_CORES`](crate::defaults::SERVER_CORES).
+    pub const DEFAULT_CORES: u32 = crate::defaults::SERVER_CORES;
 
     /// The capacity model of a server with `cores` CPU cores (0 is treated as
     /// 1: a server always has at least one core, and zero would divide by
@@ -93,26 +92,13 @@ pub struct ResurrectionConfig {
 
 impl Default for ResurrectionConfig {
     fn default() -> ResurrectionConfig {
+        // Each value, and why: `crate::defaults`.
         ResurrectionConfig {
-            // 5 s: a node that just refused connections is usually restarting
-            // (a JVM takes tens of seconds); probing sooner mostly produces
-            // more refusals, while a brief network blip costs only seconds.
-            initial: Duration::from_secs(5),
-            // 30 s: the longest a recovered node can stay out of rotation;
-            // beyond that the client runs on reduced capacity for no gain.
-            max: Duration::from_secs(30),
-            // 5: bounds the exponent (2^5 = 32 × initial). With the default
-            // initial the 30 s cap is reached at the fourth failure, so the
-            // cutoff only matters when `initial` is lowered.
-            factor_cutoff: 5,
-            // 500 ms: when every node is dead, recovering capacity is all
-            // that matters, but two probes per second per node is as
-            // aggressive as it gets without becoming a busy loop.
-            minimum: Duration::from_millis(500),
-            // 0.5: spreads the probes of clients that lost the cluster at the
-            // same moment over an extra half-timeout, so they do not return
-            // as one thundering herd of TLS handshakes.
-            jitter_scale: 0.5,
+            initial: crate::defaults::RESURRECT_INITIAL,
+            max: crate::defaults::RESURRECT_MAX,
+            factor_cutoff: crate::defaults::RESURRECT_FACTOR_CUTOFF,
+            minimum: crate::defaults::RESURRECT_MINIMUM,
+            jitter_scale: crate::defaults::RESURRECT_JITTER_SCALE,
         }
     }
 }
@@ -282,13 +268,13 @@ pub fn timeout_with_jitter(row: &ScheduleRow, rng: &mut fastrand::Rng) -> Durati
         .saturating_add(Duration::from_nanos(rng.u64(0..bound)))
 }
 
-/// Shortest periodic cluster-health refresh interval: 5 s. Small clusters
-/// would otherwise poll every second or two for no routing benefit.
-pub const MIN_HEALTH_REFRESH: Duration = Duration::from_secs(5);
+/// Shortest periodic cluster-health refresh interval:
+/// [`defaults::MIN_HEALTH_REFRESH`](crate::defaults::MIN_HEALTH_REFRESH).
+pub const MIN_HEALTH_REFRESH: Duration = crate::defaults::MIN_HEALTH_REFRESH;
 
-/// Longest periodic cluster-health refresh interval: 5 min. Routing and
-/// load-shedding decisions based on health older than that are stale.
-pub const MAX_HEALTH_REFRESH: Duration = Duration::from_secs(300);
+/// Longest periodic cluster-health refresh interval:
+/// [`defaults::MAX_HEALTH_REFRESH`](crate::defaults::MAX_HEALTH_REFRESH).
+pub const MAX_HEALTH_REFRESH: Duration = crate::defaults::MAX_HEALTH_REFRESH;
 
 /// Interval of the periodic cluster-health refresh of live connections.
 ///

@@ -11,8 +11,9 @@ use std::sync::{Arc, Weak};
 use tokio::time::Instant;
 
 use crate::health::{apply, check_node, Effect};
-use crate::nodes::pool::{ClearOnDrop, PoolNode};
-use crate::transport::client::Inner;
+use crate::nodes::pool::PoolNode;
+use crate::shared::Inner;
+use crate::sync::ClearOnDrop;
 
 /// Starts the node's timer unless one is already running.
 pub(crate) fn ensure_timer(inner: &Arc<Inner>, node: &Arc<PoolNode>) {

@@ -1,0 +1,603 @@
+//! The attempt loop: one request's attempts, from the first to the response or the error.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::classify::OutcomeKind;
+use crate::http::addr::NodeAddr;
+use crate::http::connector::RawResponse;
+use crate::message::error::error_chain;
+use crate::message::error::{Attempt, Error, ErrorKind};
+use crate::message::request::{Deadline, Request};
+use crate::message::response::Response;
+use crate::nodes::pool::{PoolNode, Transition};
+use crate::observe::{
+    AttemptEvent, BreakerEvent, DenyReason, NodeEvent, RetryDeniedEvent, RetryEvent,
+};
+use crate::policy::breaker::{Admission, BreakerState, Change, ProbeSlot, Verdict};
+use crate::policy::retry::NoRetry;
+use crate::shared::Inner;
+use crate::sync::lock;
+use crate::transport::failure::{circuit_open_error, final_error, BREAKER_NOTE};
+
+/// Per-request retry bookkeeping, consulted and updated by [`plan_retry`].
+pub(super) struct RetryState {
+    pub(super) idempotent: bool,
+    /// The previous backoff (decorrelated jitter grows from it).
+    pub(super) prev_delay: Duration,
+    /// Retries made so far, per outcome kind (for class backoff rules).
+    pub(super) class_retries: Vec<(OutcomeKind, u32)>,
+}
+
+/// The outcome of one attempt, before it is turned into a record.
+pub(super) struct AttemptResult {
+    pub(super) kind: OutcomeKind,
+    pub(super) raw: Option<RawResponse>,
+    pub(super) detail: Option<String>,
+}
+
+pub(super) fn effective_deadline(
+    inner: &Inner,
+    request: &Request,
+    start: Instant,
+) -> Option<Instant> {
+    match request.deadline {
+        Some(Deadline::At(at)) => Some(at),
+        // A budget too large to represent as an instant is no deadline at all.
+        Some(Deadline::Within(d)) => start.checked_add(d),
+        None => inner.deadline.and_then(|d| start.checked_add(d)),
+    }
+}
+
+pub(super) fn build_http(
+    inner: &Inner,
+    request: &Request,
+    node: &NodeAddr,
+    query: &str,
+) -> Result<http::Request<Full<Bytes>>, Error> {
+    let uri = node.uri(&request.path, query)?;
+    let mut headers = inner.headers.clone();
+    for (k, v) in request.headers.iter() {
+        headers.insert(k, v.clone());
+    }
+    let body = request.body.clone().unwrap_or_default();
+    let mut req = http::Request::new(Full::new(body));
+    *req.method_mut() = request.method.clone();
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    Ok(req)
+}
+
+pub(super) async fn execute(
+    inner: &Arc<Inner>,
+    request: &Request,
+    request_id: u64,
+    start: Instant,
+) -> Result<Response, Error> {
+    let deadline = effective_deadline(inner, request, start);
+    let attempt_timeout = request.attempt_timeout.or(inner.attempt_timeout);
+    let query = encode_query(&request.query);
+    let mut attempts: Vec<Attempt> = Vec::new();
+    // Nodes already tried by this request, so retries prefer other nodes. Inline (no
+    // allocation on the hot path); past 8 attempts older entries are forgotten, which
+    // only means a retry may revisit a node.
+    let mut tried = [0usize; 8];
+    let mut plan = RetryState {
+        idempotent: request.is_idempotent(),
+        prev_delay: Duration::ZERO,
+        class_retries: Vec::new(),
+    };
+    // The last failed attempt, kept while its retry waits for the breaker's admission.
+    let mut pending: Option<(Arc<PoolNode>, AttemptResult)> = None;
+
+    if deadline.is_some_and(|d| d <= start) {
+        return Err(Error::new(
+            ErrorKind::DeadlineExceeded,
+            "the request's deadline had already passed; nothing was sent",
+        ));
+    }
+
+    loop {
+        let number = attempts.len() as u32 + 1;
+        // The cluster breaker admits (or refuses) every attempt.
+        let mut probe = None;
+        if let Some(breaker) = &inner.breaker {
+            let (admission, change, round) = breaker.admit_in_round(Instant::now());
+            breaker_changed(inner, change);
+            match admission {
+                Admission::Allowed => {}
+                Admission::Probe => probe = Some(ProbeSlot::new(breaker, round)),
+                Admission::Refused { retry_in } => {
+                    return Err(match pending.take() {
+                        Some((node, last)) => {
+                            retry_denied(
+                                inner,
+                                request,
+                                request_id,
+                                &node,
+                                &last,
+                                DenyReason::Breaker,
+                            );
+                            final_error(
+                                request,
+                                &node,
+                                last,
+                                attempts,
+                                NoRetry::Exhausted,
+                                Some(BREAKER_NOTE.to_string()),
+                            )
+                        }
+                        None => circuit_open_error(request, &breaker.reason(), retry_in),
+                    });
+                }
+            }
+        }
+        if number == 1 {
+            if let Some(budget) = &inner.budget {
+                budget.deposit(Instant::now());
+            }
+        }
+        let seen = (number as usize - 1).min(tried.len());
+        let Some(node) = inner.pool.select(&tried[..seen]) else {
+            return Err(Error::new(
+                ErrorKind::NoNodeReachable,
+                "no node reachable: no node is alive and none has ever answered",
+            )
+            .with_attempts(attempts));
+        };
+        tried[(number as usize - 1) % 8] = crate::nodes::pool::node_key(&node);
+        let http_req = build_http(inner, request, &node.addr, &query)?;
+        let (result, elapsed) = run_attempt(
+            inner,
+            request,
+            request_id,
+            &node,
+            http_req,
+            number,
+            attempt_timeout,
+            deadline,
+        )
+        .await;
+        let status = result.raw.as_ref().map(|r| r.status);
+        if let Some(breaker) = &inner.breaker {
+            let verdict = Verdict::of(result.kind);
+            let now = Instant::now();
+            let change = match probe.take() {
+                Some(slot) => slot.record(now, verdict),
+                None => breaker.record(now, verdict, false),
+            };
+            breaker_changed(inner, change);
+        }
+        update_node(inner, &node, &result);
+        attempts.push(Attempt {
+            number,
+            node: node.addr.shared(),
+            outcome: result.kind,
+            status,
+            elapsed,
+            backoff: Duration::ZERO,
+            detail: result.detail.clone(),
+        });
+
+        match (result.kind, result.raw) {
+            (OutcomeKind::Success, Some(raw)) => {
+                return Ok(Response {
+                    status: raw.status,
+                    headers: raw.headers,
+                    body: raw.body,
+                    node: node.addr.shared(),
+                    attempts,
+                });
+            }
+            (OutcomeKind::Cancelled, _) => {
+                let total = deadline
+                    .map(|d| d.saturating_duration_since(start))
+                    .unwrap_or_default();
+                return Err(Error::new(
+                    ErrorKind::DeadlineExceeded,
+                    format!(
+                        "deadline of {} exceeded after {} attempt(s); the last attempt to {} was cancelled (the node was not marked dead)",
+                        crate::clock::duration::format_duration(total),
+                        attempts.len(),
+                        node.addr
+                    ),
+                )
+                .with_attempts(attempts));
+            }
+            (kind, raw) => {
+                let result = AttemptResult {
+                    kind,
+                    raw,
+                    detail: result.detail,
+                };
+                let delay = match plan_retry(
+                    inner, request, request_id, &node, &result, number, deadline, &mut plan,
+                ) {
+                    Ok(delay) => delay,
+                    Err((why, note)) => {
+                        return Err(final_error(request, &node, result, attempts, why, note));
+                    }
+                };
+                if let Some(last) = attempts.last_mut() {
+                    last.backoff = delay;
+                }
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                pending = Some((node, result));
+            }
+        }
+    }
+}
+
+/// One attempt on `node`: sends, bounded by the attempt timeout and the deadline,
+/// classifies the outcome, and reports it (span, log, observer). Returns the
+/// classified result and how long the attempt took.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run_attempt(
+    inner: &Inner,
+    request: &Request,
+    request_id: u64,
+    node: &PoolNode,
+    http_req: http::Request<Full<Bytes>>,
+    number: u32,
+    attempt_timeout: Option<Duration>,
+    deadline: Option<Instant>,
+) -> (AttemptResult, Duration) {
+    let span = tracing::debug_span!(
+        "searchwire.attempt",
+        attempt = number,
+        server.address = node.addr.host(),
+        server.port = node.addr.port(),
+        http.request.resend_count = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+        elapsed_ms = tracing::field::Empty,
+    );
+    if number > 1 {
+        span.record("http.request.resend_count", number - 1);
+    }
+    let current = tracing::Span::current();
+    current.record("server.address", node.addr.host());
+    current.record("server.port", node.addr.port());
+    let attempt_start = Instant::now();
+    let send = inner.connector.send(&node.addr, http_req);
+    let bounded = async {
+        match attempt_timeout {
+            Some(t) => tokio::time::timeout(t, send).await.ok(),
+            None => Some(send.await),
+        }
+    };
+    let outcome: Option<Option<Result<RawResponse, crate::http::connector::SendError>>> =
+        match deadline {
+            Some(d) => {
+                tokio::select! {
+                    r = bounded.instrument(span.clone()) => Some(r),
+                    _ = tokio::time::sleep_until(d) => None,
+                }
+            }
+            None => Some(bounded.instrument(span.clone()).await),
+        };
+    let elapsed = attempt_start.elapsed();
+    let result = match outcome {
+        None => AttemptResult {
+            kind: OutcomeKind::Cancelled,
+            raw: None,
+            detail: Some("the request's deadline expired during the attempt".into()),
+        },
+        Some(None) => AttemptResult {
+            kind: OutcomeKind::Timeout,
+            raw: None,
+            detail: Some(format!(
+                "no complete response within the attempt timeout of {}",
+                crate::clock::duration::format_duration(attempt_timeout.unwrap_or_default())
+            )),
+        },
+        Some(Some(Err(e))) => AttemptResult {
+            kind: e.kind,
+            raw: None,
+            detail: Some(error_chain(&*e.source)),
+        },
+        Some(Some(Ok(raw))) => AttemptResult {
+            kind: OutcomeKind::from_status(raw.status),
+            raw: Some(raw),
+            detail: None,
+        },
+    };
+    let status = result.raw.as_ref().map(|r| r.status);
+    span.record("outcome", result.kind.as_str());
+    span.record("elapsed_ms", elapsed.as_millis() as u64);
+    if let Some(s) = status {
+        span.record("http.response.status_code", s.as_u16());
+    }
+    span.in_scope(|| {
+        tracing::debug!(
+            retry_id = request_id,
+            attempt = number,
+            node = %node.addr,
+            index = request.index().unwrap_or(""),
+            outcome = result.kind.as_str(),
+            status = status.map(|s| s.as_u16()),
+            elapsed_ms = elapsed.as_millis() as u64,
+            "attempt finished"
+        )
+    });
+    inner.observer.attempt_finished(&AttemptEvent {
+        method: &request.method,
+        path: &request.path,
+        node: node.addr.as_str(),
+        attempt: number,
+        outcome: result.kind,
+        status,
+        elapsed,
+    });
+    (result, elapsed)
+}
+
+/// Whether and after how long the failed attempt `number` is retried. Asks, in order:
+/// the retry policy (within the class rule's limit, or `max_retries`), the breaker (an
+/// open one refuses now rather than after a pointless backoff), the delay (Retry-After,
+/// else the class rule's or the client's backoff, stretched by the adaptive jitter),
+/// the deadline (a backoff that would end after it is not started), and the retry
+/// budget — so a retry the deadline forbids never spends budget. `Err` says why not,
+/// with a note for the error message.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn plan_retry(
+    inner: &Inner,
+    request: &Request,
+    request_id: u64,
+    node: &PoolNode,
+    result: &AttemptResult,
+    number: u32,
+    deadline: Option<Instant>,
+    plan: &mut RetryState,
+) -> Result<Duration, (NoRetry, Option<String>)> {
+    let status = result.raw.as_ref().map(|r| r.status);
+    let retries_done = number - 1;
+    let class_done = plan
+        .class_retries
+        .iter()
+        .find(|(k, _)| *k == result.kind)
+        .map_or(0, |(_, n)| *n);
+    let (done, limit) = match inner.class_backoff.rule_for(result.kind) {
+        Some(r) => (class_done, r.max_retries),
+        None => (retries_done, inner.retry.max_retries),
+    };
+    inner
+        .retry
+        .decide_within(result.kind, status, plan.idempotent, done, limit)
+        .map_err(|why| (why, None))?;
+    let now = Instant::now();
+    let breaker_state = match &inner.breaker {
+        Some(b) => {
+            let (state, change) = b.state(now);
+            breaker_changed(inner, change);
+            state
+        }
+        None => BreakerState::Closed,
+    };
+    if breaker_state == BreakerState::Open {
+        retry_denied(
+            inner,
+            request,
+            request_id,
+            node,
+            result,
+            DenyReason::Breaker,
+        );
+        return Err((NoRetry::Exhausted, Some(BREAKER_NOTE.to_string())));
+    }
+    let hint = inner.retry.server_hint(
+        status,
+        result.raw.as_ref().map(|r| &r.headers),
+        (inner.wall_clock)(),
+    );
+    let (delay, multiplier) = match hint {
+        Some(h) => (h, 1.0),
+        None => {
+            let base = {
+                let mut rng = lock(&inner.rng);
+                match inner
+                    .class_backoff
+                    .delay(result.kind, class_done + 1, &mut rng)
+                {
+                    Some(d) => d,
+                    None => inner.backoff.delay(number, plan.prev_delay, &mut rng),
+                }
+            };
+            let m = inner
+                .retry_counter
+                .multiplier(now, breaker_state == BreakerState::Closed);
+            (crate::policy::load::scale(base, m), m)
+        }
+    };
+    if let Some(d) = deadline {
+        if now.checked_add(delay).is_none_or(|end| end >= d) {
+            return Err((
+                NoRetry::Exhausted,
+                Some(format!(
+                    "not retried: the next backoff ({}) would end after the deadline",
+                    crate::clock::duration::format_duration(delay)
+                )),
+            ));
+        }
+    }
+    if let Some(budget) = &inner.budget {
+        if !budget.withdraw(now) {
+            retry_denied(inner, request, request_id, node, result, DenyReason::Budget);
+            let cfg = budget.config();
+            return Err((
+                NoRetry::Exhausted,
+                Some(format!(
+                    "not retried: the client's retry budget is exhausted (retries may add {}% to the requests of the last {}, plus {}/s) — the cluster is failing many requests",
+                    (cfg.ratio * 100.0).round(),
+                    crate::clock::duration::format_duration(cfg.window),
+                    cfg.min_per_sec
+                )),
+            ));
+        }
+    }
+    inner.retry_counter.record_retry(now);
+    match plan
+        .class_retries
+        .iter_mut()
+        .find(|(k, _)| *k == result.kind)
+    {
+        Some((_, n)) => *n += 1,
+        None => plan.class_retries.push((result.kind, 1)),
+    }
+    inner.observer.retry_scheduled(&RetryEvent {
+        method: &request.method,
+        node: node.addr.as_str(),
+        attempt: number,
+        outcome: result.kind,
+        delay,
+        jitter_multiplier: multiplier,
+    });
+    plan.prev_delay = delay;
+    if !delay.is_zero() {
+        tracing::debug!(
+            retry_id = request_id,
+            attempt = number,
+            node = %node.addr,
+            index = request.index().unwrap_or(""),
+            class = result.kind.as_str(),
+            backoff_ms = delay.as_millis() as u64,
+            jitter_multiplier = multiplier,
+            "backing off before retry"
+        );
+    }
+    Ok(delay)
+}
+
+pub(super) fn retry_denied(
+    inner: &Inner,
+    request: &Request,
+    request_id: u64,
+    node: &PoolNode,
+    last: &AttemptResult,
+    reason: DenyReason,
+) {
+    tracing::debug!(
+        retry_id = request_id,
+        node = %node.addr,
+        index = request.index().unwrap_or(""),
+        outcome = last.kind.as_str(),
+        reason = reason.as_str(),
+        "retry not made"
+    );
+    inner.observer.retry_denied(&RetryDeniedEvent {
+        method: &request.method,
+        outcome: last.kind,
+        reason,
+    });
+}
+
+/// Logs and reports a cluster breaker transition.
+pub(super) fn breaker_changed(inner: &Inner, change: Option<Change>) {
+    let Some(c) = change else { return };
+    if c.to == BreakerState::Open {
+        tracing::warn!(
+            breaker.scope = "cluster",
+            from = c.from.as_str(),
+            to = c.to.as_str(),
+            reason = %c.reason,
+            "circuit breaker open"
+        );
+    } else {
+        tracing::info!(
+            breaker.scope = "cluster",
+            from = c.from.as_str(),
+            to = c.to.as_str(),
+            reason = %c.reason,
+            "circuit breaker {}",
+            c.to.as_str()
+        );
+    }
+    inner.observer.breaker_transition(&BreakerEvent {
+        scope: "cluster",
+        from: c.from,
+        to: c.to,
+        reason: &c.reason,
+    });
+}
+
+/// Applies an attempt's outcome to its node: connectivity failures mark it dead (and
+/// drop its pooled connections), `node_gateway_failures_to_eject` consecutive gateway
+/// errors mark it dead, other answers mark it alive, cancellation changes nothing.
+pub(super) fn update_node(inner: &Arc<Inner>, node: &Arc<PoolNode>, result: &AttemptResult) {
+    if result.kind.marks_node_dead() {
+        // Never reuse a connection that timed out or broke: the retry gets a fresh one.
+        inner.connector.reset(&node.addr);
+        let reason = result.detail.as_deref().unwrap_or(result.kind.as_str());
+        let t = inner.pool.mark_failed(node, Instant::now(), reason);
+        if t == Transition::Died {
+            node_died(inner, node, reason);
+        }
+    } else if result.kind == OutcomeKind::Gateway {
+        let status = result
+            .raw
+            .as_ref()
+            .map_or_else(|| "gateway error".to_string(), |r| r.status.to_string());
+        match inner
+            .pool
+            .mark_gateway(node, inner.gateway_eject, Instant::now(), &status)
+        {
+            Transition::Died => {
+                let reason = node.health().last_error.unwrap_or(status);
+                node_died(inner, node, &reason);
+            }
+            Transition::Revived => node_revived(inner, node),
+            _ => {}
+        }
+    } else if result.kind.node_answered() {
+        // Only a 401 on a user request says something about the node's view of our
+        // credentials. A 403 is about one action or index (the same user may read one
+        // index and not another), and a 403 cluster block means the credentials were
+        // accepted: neither is recorded on the node. Health checks, which need no
+        // privilege beyond logging in, record 403s themselves.
+        let auth = result
+            .raw
+            .as_ref()
+            .map(|r| r.status.as_u16())
+            .filter(|s| *s == 401);
+        if inner.pool.mark_answered(node, auth) == Transition::Revived {
+            node_revived(inner, node);
+        }
+    }
+}
+
+pub(super) fn node_died(inner: &Arc<Inner>, node: &Arc<PoolNode>, reason: &str) {
+    inner.observer.node_transition(&NodeEvent {
+        node: node.addr.as_str(),
+        alive: false,
+        failures: node.health().failures,
+        reason,
+    });
+    inner.start_timer(node);
+    (inner.on_death.rediscover)(inner);
+}
+
+pub(super) fn node_revived(inner: &Inner, node: &PoolNode) {
+    inner.observer.node_transition(&NodeEvent {
+        node: node.addr.as_str(),
+        alive: true,
+        failures: 0,
+        reason: "answered a request",
+    });
+}
+
+/// Percent-encodes query pairs.
+fn encode_query(pairs: &[(String, String)]) -> String {
+    if pairs.is_empty() {
+        return String::new();
+    }
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .finish()
+}
