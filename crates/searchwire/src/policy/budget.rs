@@ -143,8 +143,13 @@ impl Budget {
         }
     }
 
+    /// Whether the balance covers one retry now (what [`withdraw`](Self::withdraw) would
+    /// answer), without taking it.
+    pub(crate) fn affords(&self, now: Instant) -> bool {
+        self.balance_units(now) >= UNIT
+    }
+
     /// Retries affordable right now, in thousandths of a retry.
-    #[cfg(test)]
     pub(crate) fn balance_units(&self, now: Instant) -> i64 {
         lock(&self.window).sum(now)[0].saturating_add(self.reserve)
     }

@@ -7,6 +7,7 @@ pub mod breaker;
 pub mod budget;
 pub mod class_backoff;
 pub mod load;
+pub(crate) mod plan;
 pub mod retry;
 pub mod schedule;
 pub(crate) mod window;

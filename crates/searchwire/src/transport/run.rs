@@ -20,6 +20,7 @@ use crate::observe::{
     AttemptEvent, BreakerEvent, DenyReason, NodeEvent, RetryDeniedEvent, RetryEvent,
 };
 use crate::policy::breaker::{Admission, BreakerState, Change, ProbeSlot, Verdict};
+use crate::policy::plan::{Decision, Delay, Facts, Gate, Stop};
 use crate::policy::retry::NoRetry;
 use crate::shared::Inner;
 use crate::sync::lock;
@@ -92,8 +93,9 @@ pub(super) async fn execute(
         prev_delay: Duration::ZERO,
         class_retries: Vec::new(),
     };
-    // The last failed attempt, kept while its retry waits for the breaker's admission.
-    let mut pending: Option<(Arc<PoolNode>, AttemptResult)> = None;
+    // The breaker's admission of the next attempt: asked once per attempt — before the
+    // first, and for each retry before its backoff is slept (see `policy::plan`).
+    let mut admitted: Option<Option<ProbeSlot<'_>>> = None;
 
     if deadline.is_some_and(|d| d <= start) {
         return Err(Error::new(
@@ -104,39 +106,20 @@ pub(super) async fn execute(
 
     loop {
         let number = attempts.len() as u32 + 1;
-        // The cluster breaker admits (or refuses) every attempt.
-        let mut probe = None;
-        if let Some(breaker) = &inner.breaker {
-            let (admission, change, round) = breaker.admit_in_round(Instant::now());
-            breaker_changed(inner, change);
-            match admission {
-                Admission::Allowed => {}
-                Admission::Probe => probe = Some(ProbeSlot::new(breaker, round)),
-                Admission::Refused { retry_in } => {
-                    return Err(match pending.take() {
-                        Some((node, last)) => {
-                            retry_denied(
-                                inner,
-                                request,
-                                request_id,
-                                &node,
-                                &last,
-                                DenyReason::Breaker,
-                            );
-                            final_error(
-                                request,
-                                &node,
-                                last,
-                                attempts,
-                                NoRetry::Exhausted,
-                                Some(BREAKER_NOTE.to_string()),
-                            )
-                        }
-                        None => circuit_open_error(request, &breaker.reason(), retry_in),
-                    });
+        let probe = match admitted.take() {
+            Some(probe) => probe,
+            None => match admit(inner) {
+                Ok(probe) => probe,
+                Err(retry_in) => {
+                    let reason = inner
+                        .breaker
+                        .as_ref()
+                        .map(|b| b.reason())
+                        .unwrap_or_default();
+                    return Err(circuit_open_error(request, &reason, retry_in));
                 }
-            }
-        }
+            },
+        };
         if number == 1 {
             if let Some(budget) = &inner.budget {
                 budget.deposit(Instant::now());
@@ -167,7 +150,7 @@ pub(super) async fn execute(
         if let Some(breaker) = &inner.breaker {
             let verdict = Verdict::of(result.kind);
             let now = Instant::now();
-            let change = match probe.take() {
+            let change = match probe {
                 Some(slot) => slot.record(now, verdict),
                 None => breaker.record(now, verdict, false),
             };
@@ -215,10 +198,10 @@ pub(super) async fn execute(
                     raw,
                     detail: result.detail,
                 };
-                let delay = match plan_retry(
+                let (delay, probe) = match plan_retry(
                     inner, request, request_id, &node, &result, number, deadline, &mut plan,
                 ) {
-                    Ok(delay) => delay,
+                    Ok(next) => next,
                     Err((why, note)) => {
                         return Err(final_error(request, &node, result, attempts, why, note));
                     }
@@ -229,7 +212,7 @@ pub(super) async fn execute(
                 if !delay.is_zero() {
                     tokio::time::sleep(delay).await;
                 }
-                pending = Some((node, result));
+                admitted = Some(probe);
             }
         }
     }
@@ -339,16 +322,30 @@ pub(super) async fn run_attempt(
     (result, elapsed)
 }
 
-/// Whether and after how long the failed attempt `number` is retried. Asks, in order:
-/// the retry policy (within the class rule's limit, or `max_retries`), the breaker (an
-/// open one refuses now rather than after a pointless backoff), the delay (Retry-After,
-/// else the class rule's or the client's backoff, stretched by the adaptive jitter),
-/// the deadline (a backoff that would end after it is not started), and the retry
-/// budget — so a retry the deadline forbids never spends budget. `Err` says why not,
-/// with a note for the error message.
+/// The breaker's admission of one attempt: `Ok` with the probe slot it holds when the
+/// breaker is half-open, `Err` with the time until the next probe may go when it refuses.
+fn admit(inner: &Inner) -> Result<Option<ProbeSlot<'_>>, Duration> {
+    let Some(breaker) = &inner.breaker else {
+        return Ok(None);
+    };
+    let (admission, change, round) = breaker.admit_in_round(Instant::now());
+    breaker_changed(inner, change);
+    match admission {
+        Admission::Allowed => Ok(None),
+        Admission::Probe => Ok(Some(ProbeSlot::new(breaker, round))),
+        Admission::Refused { retry_in } => Err(retry_in),
+    }
+}
+
+/// Whether and after how long the failed attempt `number` is retried: gathers the facts
+/// (the retry counts, the breaker's admission of the retry, the backoff with its random
+/// part drawn, the time to the deadline, the budget's balance), lets the pure
+/// [`plan`](crate::policy::plan::plan) decide, and carries the decision out — the
+/// withdrawal from the budget, the bookkeeping, the events and logs. `Ok` holds the delay
+/// and the retry's probe slot; `Err` says why not, with a note for the error message.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn plan_retry(
-    inner: &Inner,
+fn plan_retry<'a>(
+    inner: &'a Inner,
     request: &Request,
     request_id: u64,
     node: &PoolNode,
@@ -356,49 +353,31 @@ pub(super) fn plan_retry(
     number: u32,
     deadline: Option<Instant>,
     plan: &mut RetryState,
-) -> Result<Duration, (NoRetry, Option<String>)> {
+) -> Result<(Duration, Option<ProbeSlot<'a>>), (NoRetry, Option<String>)> {
     let status = result.raw.as_ref().map(|r| r.status);
-    let retries_done = number - 1;
     let class_done = plan
         .class_retries
         .iter()
         .find(|(k, _)| *k == result.kind)
         .map_or(0, |(_, n)| *n);
-    let (done, limit) = match inner.class_backoff.rule_for(result.kind) {
+    let (retries_done, retry_limit) = match inner.class_backoff.rule_for(result.kind) {
         Some(r) => (class_done, r.max_retries),
-        None => (retries_done, inner.retry.max_retries),
+        None => (number - 1, inner.retry.max_retries),
     };
-    inner
-        .retry
-        .decide_within(result.kind, status, plan.idempotent, done, limit)
-        .map_err(|why| (why, None))?;
     let now = Instant::now();
-    let breaker_state = match &inner.breaker {
-        Some(b) => {
-            let (state, change) = b.state(now);
-            breaker_changed(inner, change);
-            state
-        }
-        None => BreakerState::Closed,
+    let (gate, probe) = match admit(inner) {
+        Ok(None) if inner.breaker.is_none() => (Gate::Off, None),
+        Ok(None) => (Gate::Closed, None),
+        Ok(Some(slot)) => (Gate::Probe, Some(slot)),
+        Err(_) => (Gate::Refused, None),
     };
-    if breaker_state == BreakerState::Open {
-        retry_denied(
-            inner,
-            request,
-            request_id,
-            node,
-            result,
-            DenyReason::Breaker,
-        );
-        return Err((NoRetry::Exhausted, Some(BREAKER_NOTE.to_string())));
-    }
     let hint = inner.retry.server_hint(
         status,
         result.raw.as_ref().map(|r| &r.headers),
         (inner.wall_clock)(),
     );
-    let (delay, multiplier) = match hint {
-        Some(h) => (h, 1.0),
+    let delay = match hint {
+        Some(h) => Delay::Hint(h),
         None => {
             let base = {
                 let mut rng = lock(&inner.rng);
@@ -410,14 +389,46 @@ pub(super) fn plan_retry(
                     None => inner.backoff.delay(number, plan.prev_delay, &mut rng),
                 }
             };
-            let m = inner
-                .retry_counter
-                .multiplier(now, breaker_state == BreakerState::Closed);
-            (crate::policy::load::scale(base, m), m)
+            let breaker_closed = matches!(gate, Gate::Off | Gate::Closed);
+            Delay::Backoff {
+                base,
+                multiplier: inner.retry_counter.multiplier(now, breaker_closed),
+            }
         }
     };
-    if let Some(d) = deadline {
-        if now.checked_add(delay).is_none_or(|end| end >= d) {
+    let facts = Facts {
+        outcome: result.kind,
+        status,
+        idempotent: plan.idempotent,
+        retries_done,
+        retry_limit,
+        breaker: gate,
+        delay,
+        deadline_remaining: deadline.map(|d| d.saturating_duration_since(now)),
+        budget_affords: inner.budget.as_ref().map(|b| b.affords(now)),
+    };
+    let mut decision = crate::policy::plan::plan(&inner.retry, &facts);
+    if let (Decision::Retry { .. }, Some(budget)) = (decision, &inner.budget) {
+        // Another request may have taken the last retry since the balance was read.
+        if !budget.withdraw(now) {
+            decision = Decision::Stop(Stop::Budget);
+        }
+    }
+    let (delay, multiplier) = match decision {
+        Decision::Retry { delay, multiplier } => (delay, multiplier),
+        Decision::Stop(Stop::Policy(why)) => return Err((why, None)),
+        Decision::Stop(Stop::Breaker) => {
+            retry_denied(
+                inner,
+                request,
+                request_id,
+                node,
+                result,
+                DenyReason::Breaker,
+            );
+            return Err((NoRetry::Exhausted, Some(BREAKER_NOTE.to_string())));
+        }
+        Decision::Stop(Stop::Deadline { delay }) => {
             return Err((
                 NoRetry::Exhausted,
                 Some(format!(
@@ -426,11 +437,13 @@ pub(super) fn plan_retry(
                 )),
             ));
         }
-    }
-    if let Some(budget) = &inner.budget {
-        if !budget.withdraw(now) {
+        Decision::Stop(Stop::Budget) => {
             retry_denied(inner, request, request_id, node, result, DenyReason::Budget);
-            let cfg = budget.config();
+            let cfg = inner
+                .budget
+                .as_ref()
+                .map(|b| *b.config())
+                .unwrap_or_default();
             return Err((
                 NoRetry::Exhausted,
                 Some(format!(
@@ -441,7 +454,7 @@ pub(super) fn plan_retry(
                 )),
             ));
         }
-    }
+    };
     inner.retry_counter.record_retry(now);
     match plan
         .class_retries
@@ -472,7 +485,7 @@ pub(super) fn plan_retry(
             "backing off before retry"
         );
     }
-    Ok(delay)
+    Ok((delay, probe))
 }
 
 pub(super) fn retry_denied(
