@@ -49,7 +49,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::config::DiscoveryConfig;
-use crate::health::{apply, check_node, CheckResult, Effect};
+use crate::health::{apply, check_node, Cause, CheckResult};
 use crate::http::addr::NodeAddr;
 use crate::message::error::{Error, ErrorKind};
 use crate::nodes::pool::{Member, PoolNode};
@@ -354,13 +354,13 @@ async fn fetch_nodes(inner: &Inner) -> Result<(NodeAddr, Bytes), Error> {
     let mut kind = ErrorKind::NoNodeReachable;
     for addr in candidates {
         match fetch_from(inner, &addr).await {
-            Ok((200, body)) => return Ok((addr, body)),
-            Ok((status, _)) => {
-                kind = match (kind, status) {
-                    (_, 401 | 403) | (ErrorKind::Auth, _) => ErrorKind::Auth,
+            Ok(a) if a.status == 200 => return Ok((addr, a.body)),
+            Ok(a) => {
+                kind = match (kind, a.outcome.rejection) {
+                    (_, Some(_)) | (ErrorKind::Auth, _) => ErrorKind::Auth,
                     _ => ErrorKind::Status,
                 };
-                failures.push(format!("{addr} answered {status}"));
+                failures.push(format!("{addr} answered {}", a.status));
             }
             Err(e) => failures.push(format!("{addr}: {e}")),
         }
@@ -382,7 +382,7 @@ async fn fetch_nodes(inner: &Inner) -> Result<(NodeAddr, Bytes), Error> {
 }
 
 /// One nodes-info request: the client's headers and credentials, the discovery timeout.
-async fn fetch_from(inner: &Inner, addr: &NodeAddr) -> Result<(u16, Bytes), String> {
+async fn fetch_from(inner: &Inner, addr: &NodeAddr) -> Result<crate::health::Answer, String> {
     crate::health::background_get(inner, addr, NODES_PATH, "", inner.discovery.config.timeout).await
 }
 
@@ -415,7 +415,7 @@ async fn check_unproven(inner: &Arc<Inner>) -> Vec<String> {
     let mut not_answering = Vec::new();
     while let Some(joined) = checks.join_next().await {
         let Ok((node, result)) = joined else { continue };
-        apply(inner, &node, &result, Effect::Discovery);
+        apply(inner, &node, &result, Cause::Discovery);
         if !matches!(result, CheckResult::Healthy | CheckResult::AuthRejected(_)) {
             not_answering.push(node.addr.to_string());
         }

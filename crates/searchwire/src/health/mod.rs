@@ -23,13 +23,13 @@ use bytes::Bytes;
 use http_body_util::Full;
 use tokio::time::Instant;
 
+use crate::classify::{self, Ended, Outcome};
+pub(crate) use crate::health::effects::{apply, Cause};
 use crate::http::addr::NodeAddr;
-use crate::message::error::error_chain;
 use crate::nodes::capability::{Capability, Change, ProbeOutcome};
 pub(crate) use crate::nodes::info::{parse_cluster_health, parse_root};
 pub use crate::nodes::info::{ClusterHealthLocal, ClusterStatus, NodeInfo};
-use crate::nodes::pool::{PoolNode, Transition};
-use crate::observe::NodeEvent;
+use crate::nodes::pool::PoolNode;
 use crate::shared::Inner;
 use crate::sync::{lock, ClearOnDrop};
 
@@ -101,7 +101,7 @@ pub(crate) async fn background_get(
     path: &str,
     query: &str,
     timeout: Duration,
-) -> Result<(u16, Bytes), String> {
+) -> Result<Answer, String> {
     let uri = addr.uri(path, query).map_err(|e| e.to_string())?;
     let mut head = http::Request::new(());
     *head.uri_mut() = uri;
@@ -114,29 +114,47 @@ pub(crate) async fn background_get(
         }
     }
     let req = head.map(|()| Full::new(Bytes::new()));
-    match tokio::time::timeout(timeout, inner.connector.send(addr, req)).await {
-        Err(_) => {
-            inner.connector.reset(addr);
-            Err(format!(
-                "timed out after {}",
-                crate::clock::duration::format_duration(timeout)
-            ))
-        }
-        Ok(Err(e)) => {
-            inner.connector.reset(addr);
-            Err(format!("{}: {}", e.kind, error_chain(&*e.source)))
-        }
-        Ok(Ok(raw)) => Ok((raw.status.as_u16(), raw.body)),
+    let sent = tokio::time::timeout(timeout, inner.connector.send(addr, req)).await;
+    let ended = match &sent {
+        Err(_) => Ended::TimedOut {
+            after: timeout,
+            attempt: false,
+        },
+        Ok(Err(e)) => Ended::Failed {
+            kind: e.kind,
+            cause: &*e.source,
+        },
+        Ok(Ok(raw)) => Ended::Answered {
+            status: raw.status,
+            body: &raw.body,
+        },
+    };
+    let outcome = classify::outcome(ended);
+    inner.connector.after(addr, outcome.kind);
+    match sent {
+        Ok(Ok(raw)) => Ok(Answer {
+            status: raw.status.as_u16(),
+            body: raw.body,
+            outcome,
+        }),
+        Ok(Err(_)) => Err(format!(
+            "{}: {}",
+            outcome.kind,
+            outcome.detail.unwrap_or_default()
+        )),
+        Err(_) => Err(outcome.detail.unwrap_or_default()),
     }
 }
 
+/// A background request's answer, classified like a user request's.
+pub(crate) struct Answer {
+    pub(crate) outcome: Outcome,
+    pub(crate) status: u16,
+    pub(crate) body: Bytes,
+}
+
 /// A health request to `node`, bounded by the health-check timeout.
-async fn probe(
-    inner: &Inner,
-    node: &PoolNode,
-    path: &str,
-    query: &str,
-) -> Result<(u16, Bytes), String> {
+async fn probe(inner: &Inner, node: &PoolNode, path: &str, query: &str) -> Result<Answer, String> {
     background_get(inner, &node.addr, path, query, inner.health_timeout)
         .await
         .map_err(|e| format!("health check {path}: {e}"))
@@ -146,15 +164,15 @@ async fn probe(
 pub(crate) async fn check_root(inner: &Inner, node: &PoolNode) -> CheckResult {
     match probe(inner, node, "/", "").await {
         Err(e) => CheckResult::Unreachable(e),
-        Ok((200, body)) => match parse_root(&body) {
+        Ok(a) if a.status == 200 => match parse_root(&a.body) {
             Ok(info) => {
                 node.capability().info = Some(info);
                 CheckResult::Healthy
             }
             Err(e) => CheckResult::Unhealthy(e),
         },
-        Ok((s @ (401 | 403), _)) => CheckResult::AuthRejected(s),
-        Ok((s, _)) => CheckResult::Unhealthy(format!("GET / answered {s}")),
+        Ok(a) if a.outcome.rejection.is_some() => CheckResult::AuthRejected(a.status),
+        Ok(a) => CheckResult::Unhealthy(format!("GET / answered {}", a.status)),
     }
 }
 
@@ -181,12 +199,12 @@ impl HealthAnswer {
 pub(crate) async fn fetch_cluster_health(inner: &Inner, node: &PoolNode) -> HealthAnswer {
     match probe(inner, node, CLUSTER_HEALTH_PATH, CLUSTER_HEALTH_QUERY).await {
         Err(e) => HealthAnswer::Unreachable(e),
-        Ok((200, body)) => match parse_cluster_health(&body) {
+        Ok(a) if a.status == 200 => match parse_cluster_health(&a.body) {
             Ok(h) => HealthAnswer::Ok(h),
             Err(e) => HealthAnswer::Failed(format!("{CLUSTER_HEALTH_PATH}: {e}")),
         },
-        Ok((s @ (401 | 403), _)) => HealthAnswer::Denied(s),
-        Ok((s, _)) => HealthAnswer::Failed(format!("{CLUSTER_HEALTH_PATH} answered {s}")),
+        Ok(a) if a.outcome.rejection.is_some() => HealthAnswer::Denied(a.status),
+        Ok(a) => HealthAnswer::Failed(format!("{CLUSTER_HEALTH_PATH} answered {}", a.status)),
     }
 }
 
@@ -303,123 +321,6 @@ pub(crate) async fn check_node(inner: &Arc<Inner>, node: &Arc<PoolNode>) -> Chec
     result
 }
 
-/// Who ran a health check, which decides what its result does to the node. The one place
-/// that turns a [`CheckResult`] into node effects is [`apply`]; the differences between the
-/// callers are deliberate ("only connectivity decides liveness", `docs/ARCHITECTURE.md`):
-///
-/// | effect | answered (200, 401/403) | unhealthy (answered, not usefully) | unreachable |
-/// | --- | --- | --- | --- |
-/// | `Resurrection` | alive | one more failure, rescheduled | one more failure, rescheduled |
-/// | `Discovery` | alive | warned, failed, timer | warned, failed, timer |
-/// | `CheckAll` | alive | reported only | dead (announced), timer |
-/// | `Refresh` | recorded if still alive | skipped | skipped |
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Effect {
-    /// A resurrection timer's check of a dead node. An answer brings it back; anything
-    /// else counts one more failure and reschedules it — the timer running the check
-    /// follows the new due time, so nothing else is started or announced.
-    Resurrection,
-    /// Discovery's first check of a node that never answered. An answer lets traffic in;
-    /// a node that did not answer usefully is logged as a warning, marked failed and
-    /// handed to its resurrection timer, which checks it from then on.
-    Discovery,
-    /// [`Client::check_all`](crate::Client::check_all). An answer makes the node alive;
-    /// only an unreachable node is ejected (announced to the observer, handed to its
-    /// resurrection timer, a rediscovery trigger). A node that is reachable but not (yet)
-    /// serving `GET /` — a 429 under load, a 503 while starting — is reported by the caller
-    /// and its liveness left alone: user traffic and resurrection checks decide it.
-    CheckAll,
-    /// The periodic refresh, which never decides liveness. An answer is recorded (the
-    /// node's credentials problem set or cleared) only while the node is still alive: a
-    /// refresh sent before a user request marked the node dead must not revive it and skip
-    /// its resurrection backoff. A failure is skipped; the next cycle tries again.
-    Refresh,
-}
-
-impl Effect {
-    /// The observer's reason when an answer brings the node back.
-    fn revived_reason(self) -> &'static str {
-        match self {
-            Effect::Resurrection => "health check succeeded",
-            Effect::Discovery => "discovered node answered its health check",
-            Effect::CheckAll | Effect::Refresh => "answered a health check",
-        }
-    }
-}
-
-/// Applies a health check's `result` to `node`, as `effect` says (see [`Effect`]).
-pub(crate) fn apply(
-    inner: &Arc<Inner>,
-    node: &Arc<PoolNode>,
-    result: &CheckResult,
-    effect: Effect,
-) {
-    let auth = match result {
-        CheckResult::Healthy => None,
-        // Reachable: never death, whoever asked.
-        CheckResult::AuthRejected(s) => Some(*s),
-        CheckResult::Unhealthy(reason) | CheckResult::Unreachable(reason) => {
-            did_not_answer(inner, node, result, reason, effect);
-            return;
-        }
-    };
-    if effect == Effect::Refresh && !node.is_alive() {
-        return;
-    }
-    if inner.pool.mark_answered(node, auth) == Transition::Revived {
-        inner.observer.node_transition(&NodeEvent {
-            node: node.addr.as_str(),
-            alive: true,
-            failures: 0,
-            reason: effect.revived_reason(),
-        });
-    }
-}
-
-/// The failure half of [`apply`]: `result` is `Unhealthy` or `Unreachable`.
-fn did_not_answer(
-    inner: &Arc<Inner>,
-    node: &Arc<PoolNode>,
-    result: &CheckResult,
-    reason: &str,
-    effect: Effect,
-) {
-    match effect {
-        Effect::Resurrection => {
-            inner.pool.mark_failed(node, Instant::now(), reason);
-        }
-        Effect::Discovery => {
-            tracing::warn!(node = %node.addr, reason = %reason, "discovered node did not answer its health check; no traffic until it does");
-            inner.pool.mark_failed(node, Instant::now(), reason);
-            inner.start_timer(node);
-        }
-        Effect::CheckAll => {
-            if matches!(result, CheckResult::Unhealthy(_)) {
-                return;
-            }
-            if !node.is_alive() && node.health().timer_running {
-                // Its resurrection timer owns this node's schedule: an extra check on
-                // request must not count as another failure and speed up its backoff.
-                node.health_mut().last_error = Some(reason.to_string());
-                return;
-            }
-            if inner.pool.mark_failed(node, Instant::now(), reason) == Transition::Died {
-                inner.observer.node_transition(&NodeEvent {
-                    node: node.addr.as_str(),
-                    alive: false,
-                    failures: node.health().failures,
-                    reason,
-                });
-                (inner.on_death.rediscover)(inner);
-            }
-            inner.start_timer(node);
-        }
-        Effect::Refresh => {
-            tracing::debug!(node = %node.addr, reason = %reason, "periodic health check failed; skipped (user requests and resurrection decide liveness)");
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,6 +370,7 @@ mod tests {
     }
 }
 
+pub(crate) mod effects;
 pub(crate) mod refresh;
 pub(crate) mod report;
 #[cfg(test)]

@@ -30,7 +30,7 @@ use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 
 use crate::health::{
-    apply, check_root, fetch_cluster_health, log_change, probe_capability, CheckResult, Effect,
+    apply, check_root, fetch_cluster_health, log_change, probe_capability, Cause, CheckResult,
     HealthAnswer,
 };
 use crate::nodes::capability::Capability;
@@ -124,7 +124,7 @@ async fn visit(inner: &Arc<Inner>, node: &Arc<PoolNode>, refresh: bool) {
     }
     let result = crate::health::reported(inner, node, "periodic", check_root(inner, node)).await;
     // Records the answer only if the node is still alive; never decides liveness.
-    apply(inner, node, &result, Effect::Refresh);
+    apply(inner, node, &result, Cause::Refresh);
     if result == CheckResult::Healthy {
         probe_capability(inner, node).await;
     }
@@ -135,7 +135,7 @@ async fn refresh_node(inner: &Arc<Inner>, node: &Arc<PoolNode>) {
     match fetch_cluster_health(inner, node).await {
         HealthAnswer::Ok(h) => {
             node.capability().health = Some((h, Instant::now()));
-            apply(inner, node, &CheckResult::Healthy, Effect::Refresh);
+            apply(inner, node, &CheckResult::Healthy, Cause::Refresh);
         }
         HealthAnswer::Denied(s) => {
             let change = node.capability().revoked();

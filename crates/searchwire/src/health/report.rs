@@ -9,7 +9,7 @@ use tokio::sync::Semaphore;
 use tokio::time::Instant;
 
 use crate::health::{
-    apply, check_root, probe_capability, CheckResult, ClusterHealthLocal, ClusterStatus, Effect,
+    apply, check_root, probe_capability, Cause, CheckResult, ClusterHealthLocal, ClusterStatus,
 };
 use crate::nodes::capability::{Capability, ProbeOutcome};
 use crate::nodes::pool::PoolNode;
@@ -197,8 +197,8 @@ pub(crate) async fn check_all(inner: &Arc<Inner>) -> HealthReport {
             let mut cluster_health = None;
             let check = check_root(&inner, &node);
             let result = crate::health::reported(&inner, &node, "check_all", check).await;
-            // Only an unreachable node is ejected; see `Effect::CheckAll`.
-            apply(&inner, &node, &result, Effect::CheckAll);
+            // Only an unreachable node is ejected; see `Cause::CheckAll`.
+            apply(&inner, &node, &result, Cause::CheckAll);
             match result {
                 CheckResult::Healthy => {
                     if let ProbeOutcome::Ok(h) = probe_capability(&inner, &node).await {

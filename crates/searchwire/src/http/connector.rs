@@ -44,6 +44,15 @@ pub(crate) trait Connector: Send + Sync + 'static {
     fn send(&self, node: &NodeAddr, req: http::Request<Full<Bytes>>) -> SendFuture;
     /// Drops every pooled connection to `node`; the next request opens a fresh one.
     fn reset(&self, node: &NodeAddr);
+
+    /// After an exchange with `node` that ended as `kind`, user or background: a
+    /// connection that timed out or broke is never reused — the node's pool is dropped,
+    /// so the next request (a retry, the next check) opens a fresh connection.
+    fn after(&self, node: &NodeAddr, kind: OutcomeKind) {
+        if kind.marks_node_dead() {
+            self.reset(node);
+        }
+    }
 }
 
 /// Connection settings shared by every node's pool.

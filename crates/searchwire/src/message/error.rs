@@ -257,18 +257,3 @@ impl std::error::Error for Error {
             .map(|s| &**s as &(dyn std::error::Error + 'static))
     }
 }
-
-/// Renders an error and its sources on one line.
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let m = c.to_string();
-        if !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        cur = c.source();
-    }
-    s
-}

@@ -10,7 +10,7 @@ use std::sync::{Arc, Weak};
 
 use tokio::time::Instant;
 
-use crate::health::{apply, check_node, Effect};
+use crate::health::{apply, check_node, Cause};
 use crate::nodes::pool::PoolNode;
 use crate::shared::Inner;
 use crate::sync::ClearOnDrop;
@@ -67,7 +67,7 @@ async fn run(
         }
         let result =
             crate::health::reported(&inner, &node, "resurrection", check_node(&inner, &node)).await;
-        apply(&inner, &node, &result, Effect::Resurrection);
+        apply(&inner, &node, &result, Cause::Resurrection);
         drop(inner);
         if node.is_alive() && finish(&node) {
             // `finish` cleared the flag under the lock; a timer started after that (the

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::classify::OutcomeKind;
+use crate::classify::{error_reason, Rejection};
 use crate::message::error::{Attempt, Error, ErrorKind};
 use crate::message::request::Request;
 use crate::message::response::Response;
@@ -33,35 +34,6 @@ pub(super) fn circuit_open_error(request: &Request, reason: &str, retry_in: Dura
     )
 }
 
-/// Whether a response is a 403 `cluster_block_exception`.
-pub(crate) fn is_cluster_block(status: u16, body: &[u8]) -> bool {
-    status == 403 && error_reason(body).is_some_and(|r| r.contains("cluster_block_exception"))
-}
-
-/// The `error.reason` (or `error.type`) of an OpenSearch error body, shortened.
-fn error_reason(body: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let err = v.get("error")?;
-    let text = match err {
-        serde_json::Value::String(s) => s.clone(),
-        _ => {
-            let ty = err.get("type").and_then(|t| t.as_str()).unwrap_or("");
-            let reason = err.get("reason").and_then(|t| t.as_str()).unwrap_or("");
-            match (ty.is_empty(), reason.is_empty()) {
-                (false, false) => format!("{ty}: {reason}"),
-                (false, true) => ty.to_string(),
-                (true, false) => reason.to_string(),
-                (true, true) => return None,
-            }
-        }
-    };
-    let mut t: String = text.chars().take(300).collect();
-    if text.chars().count() > 300 {
-        t.push('…');
-    }
-    Some(t)
-}
-
 /// Turns the last attempt into the error the caller sees, with a message that says what
 /// happened and what to do.
 pub(super) fn final_error(
@@ -84,14 +56,13 @@ pub(super) fn final_error(
     };
     let (kind, message) = match (&result.raw, result.kind) {
         (Some(raw), OutcomeKind::Auth) => {
-            let s = raw.status.as_u16();
             let reason = error_reason(&raw.body);
-            if s == 401 {
+            if result.rejection == Some(Rejection::Credentials) {
                 (ErrorKind::Auth, format!(
                     "node {} rejected the credentials (401) for {what} — check the username/password or token; the node is reachable and was not marked dead",
                     node.addr
                 ))
-            } else if is_cluster_block(s, &raw.body) {
+            } else if result.rejection == Some(Rejection::ClusterBlock) {
                 // The credentials were accepted; the cluster refuses writes. Not an auth
                 // problem for the operator to fix in the client's configuration.
                 (ErrorKind::Status, format!(

@@ -8,17 +8,14 @@ use http_body_util::Full;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::classify::OutcomeKind;
+use crate::classify::{self, Ended, Outcome, OutcomeKind, Rejection};
 use crate::http::addr::NodeAddr;
 use crate::http::connector::RawResponse;
-use crate::message::error::error_chain;
 use crate::message::error::{Attempt, Error, ErrorKind};
 use crate::message::request::{Deadline, Request};
 use crate::message::response::Response;
-use crate::nodes::pool::{PoolNode, Transition};
-use crate::observe::{
-    AttemptEvent, BreakerEvent, DenyReason, NodeEvent, RetryDeniedEvent, RetryEvent,
-};
+use crate::nodes::pool::PoolNode;
+use crate::observe::{AttemptEvent, BreakerEvent, DenyReason, RetryDeniedEvent, RetryEvent};
 use crate::policy::breaker::{Admission, BreakerState, Change, ProbeSlot, Verdict};
 use crate::policy::plan::{Decision, Delay, Facts, Gate, Stop};
 use crate::policy::retry::NoRetry;
@@ -38,6 +35,8 @@ pub(super) struct RetryState {
 /// The outcome of one attempt, before it is turned into a record.
 pub(super) struct AttemptResult {
     pub(super) kind: OutcomeKind,
+    /// Which rejection a 401/403 is.
+    pub(super) rejection: Option<Rejection>,
     pub(super) raw: Option<RawResponse>,
     pub(super) detail: Option<String>,
 }
@@ -156,7 +155,14 @@ pub(super) async fn execute(
             };
             breaker_changed(inner, change);
         }
-        update_node(inner, &node, &result);
+        crate::health::effects::apply_attempt(
+            inner,
+            &node,
+            result.kind,
+            result.rejection,
+            status,
+            result.detail.as_deref(),
+        );
         attempts.push(Attempt {
             number,
             node: node.addr.shared(),
@@ -195,6 +201,7 @@ pub(super) async fn execute(
             (kind, raw) => {
                 let result = AttemptResult {
                     kind,
+                    rejection: result.rejection,
                     raw,
                     detail: result.detail,
                 };
@@ -267,30 +274,31 @@ pub(super) async fn run_attempt(
             None => Some(bounded.instrument(span.clone()).await),
         };
     let elapsed = attempt_start.elapsed();
-    let result = match outcome {
-        None => AttemptResult {
-            kind: OutcomeKind::Cancelled,
-            raw: None,
-            detail: Some("the request's deadline expired during the attempt".into()),
+    let ended = match &outcome {
+        None => Ended::DeadlineExpired,
+        Some(None) => Ended::TimedOut {
+            after: attempt_timeout.unwrap_or_default(),
+            attempt: true,
         },
-        Some(None) => AttemptResult {
-            kind: OutcomeKind::Timeout,
-            raw: None,
-            detail: Some(format!(
-                "no complete response within the attempt timeout of {}",
-                crate::clock::duration::format_duration(attempt_timeout.unwrap_or_default())
-            )),
-        },
-        Some(Some(Err(e))) => AttemptResult {
+        Some(Some(Err(e))) => Ended::Failed {
             kind: e.kind,
-            raw: None,
-            detail: Some(error_chain(&*e.source)),
+            cause: &*e.source,
         },
-        Some(Some(Ok(raw))) => AttemptResult {
-            kind: OutcomeKind::from_status(raw.status),
-            raw: Some(raw),
-            detail: None,
+        Some(Some(Ok(raw))) => Ended::Answered {
+            status: raw.status,
+            body: &raw.body,
         },
+    };
+    let Outcome {
+        kind,
+        rejection,
+        detail,
+    } = classify::outcome(ended);
+    let result = AttemptResult {
+        kind,
+        rejection,
+        raw: outcome.and_then(|o| o.and_then(Result::ok)),
+        detail,
     };
     let status = result.raw.as_ref().map(|r| r.status);
     span.record("outcome", result.kind.as_str());
@@ -543,68 +551,6 @@ pub(super) fn breaker_changed(inner: &Inner, change: Option<Change>) {
 /// Applies an attempt's outcome to its node: connectivity failures mark it dead (and
 /// drop its pooled connections), `node_gateway_failures_to_eject` consecutive gateway
 /// errors mark it dead, other answers mark it alive, cancellation changes nothing.
-pub(super) fn update_node(inner: &Arc<Inner>, node: &Arc<PoolNode>, result: &AttemptResult) {
-    if result.kind.marks_node_dead() {
-        // Never reuse a connection that timed out or broke: the retry gets a fresh one.
-        inner.connector.reset(&node.addr);
-        let reason = result.detail.as_deref().unwrap_or(result.kind.as_str());
-        let t = inner.pool.mark_failed(node, Instant::now(), reason);
-        if t == Transition::Died {
-            node_died(inner, node, reason);
-        }
-    } else if result.kind == OutcomeKind::Gateway {
-        let status = result
-            .raw
-            .as_ref()
-            .map_or_else(|| "gateway error".to_string(), |r| r.status.to_string());
-        match inner
-            .pool
-            .mark_gateway(node, inner.gateway_eject, Instant::now(), &status)
-        {
-            Transition::Died => {
-                let reason = node.health().last_error.unwrap_or(status);
-                node_died(inner, node, &reason);
-            }
-            Transition::Revived => node_revived(inner, node),
-            _ => {}
-        }
-    } else if result.kind.node_answered() {
-        // Only a 401 on a user request says something about the node's view of our
-        // credentials. A 403 is about one action or index (the same user may read one
-        // index and not another), and a 403 cluster block means the credentials were
-        // accepted: neither is recorded on the node. Health checks, which need no
-        // privilege beyond logging in, record 403s themselves.
-        let auth = result
-            .raw
-            .as_ref()
-            .map(|r| r.status.as_u16())
-            .filter(|s| *s == 401);
-        if inner.pool.mark_answered(node, auth) == Transition::Revived {
-            node_revived(inner, node);
-        }
-    }
-}
-
-pub(super) fn node_died(inner: &Arc<Inner>, node: &Arc<PoolNode>, reason: &str) {
-    inner.observer.node_transition(&NodeEvent {
-        node: node.addr.as_str(),
-        alive: false,
-        failures: node.health().failures,
-        reason,
-    });
-    inner.start_timer(node);
-    (inner.on_death.rediscover)(inner);
-}
-
-pub(super) fn node_revived(inner: &Inner, node: &PoolNode) {
-    inner.observer.node_transition(&NodeEvent {
-        node: node.addr.as_str(),
-        alive: true,
-        failures: 0,
-        reason: "answered a request",
-    });
-}
-
 /// Percent-encodes query pairs.
 fn encode_query(pairs: &[(String, String)]) -> String {
     if pairs.is_empty() {
