@@ -85,7 +85,11 @@ pub const REDISCOVER_MIN_GAP: Duration = Duration::from_secs(10);
 /// `search_after`, scroll).
 pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
-/// The environment variable that overrides the per-attempt timeout.
+/// The environment variable that overrides the attempt timeout.
+pub const ATTEMPT_TIMEOUT_ENV: &str = "SEARCHWIRE_ATTEMPT_TIMEOUT";
+
+/// The deprecated old name of [`ATTEMPT_TIMEOUT_ENV`], still read (after it) for one release:
+/// it named a per-attempt value "request timeout".
 pub const REQUEST_TIMEOUT_ENV: &str = "SEARCHWIRE_REQUEST_TIMEOUT";
 
 /// Retry budget ratio: 0.2, so retries add at most 20 % load on top of the requests the
@@ -258,7 +262,7 @@ pub fn table() -> Vec<DefaultEntry> {
             why: "an unanswered SYN is a dead path; the request was never sent",
         },
         DefaultEntry {
-            setting: "deadline",
+            setting: "timeout",
             value: "none".to_string(),
             why: "only the caller knows its SLA; set one per request or per client",
         },

@@ -1,7 +1,7 @@
 //! Human-written durations: parsing and formatting.
 //!
 //! Durations reach searchwire from people, not programs: the
-//! `SEARCHWIRE_REQUEST_TIMEOUT` environment override, CLI flags such as
+//! `SEARCHWIRE_ATTEMPT_TIMEOUT` environment override, CLI flags such as
 //! `--timeout 1m30s` and the backoff syntax (`exp:100ms:10s`). The accepted
 //! syntax is a superset of Go's `time.ParseDuration`, because operators who
 //! move between opensearch-go and searchwire should be able to paste the same

@@ -20,12 +20,21 @@ use crate::policy::load::AdaptiveJitter;
 use crate::policy::retry::RetryPolicy;
 use crate::policy::schedule::ResurrectionConfig;
 
-/// Reads the per-attempt timeout override from `SEARCHWIRE_REQUEST_TIMEOUT`'s value.
+/// Reads the attempt-timeout override from the value of `SEARCHWIRE_REQUEST_TIMEOUT` (the
+/// deprecated name of `SEARCHWIRE_ATTEMPT_TIMEOUT`).
 ///
 /// Returns `Ok(None)` when unset or empty (no override), `Ok(Some(None))` for `0`
 /// (per-attempt timeout disabled), `Ok(Some(Some(d)))` otherwise. An unparseable value is
 /// an error naming the variable and the value — never silently ignored.
 pub fn timeout_override(value: Option<&str>) -> Result<Option<Option<Duration>>, Error> {
+    timeout_override_from(defaults::REQUEST_TIMEOUT_ENV, value)
+}
+
+/// [`timeout_override`] for the environment variable `name` (named in the error).
+pub(crate) fn timeout_override_from(
+    name: &str,
+    value: Option<&str>,
+) -> Result<Option<Option<Duration>>, Error> {
     let Some(v) = value else { return Ok(None) };
     if v.trim().is_empty() {
         return Ok(None);
@@ -34,9 +43,7 @@ pub fn timeout_override(value: Option<&str>) -> Result<Option<Option<Duration>>,
         Ok(d) if d.is_zero() => Ok(Some(None)),
         Ok(d) => Ok(Some(Some(d))),
         Err(e) => Err(Error::config(format!(
-            "environment variable {} has an invalid value {:?}: {e}",
-            defaults::REQUEST_TIMEOUT_ENV,
-            v
+            "environment variable {name} has an invalid value {v:?}: {e}"
         ))),
     }
 }
@@ -228,8 +235,9 @@ impl ClientBuilder {
         self
     }
 
-    /// Per-attempt timeout (default 30 s): bounds each round trip including reading the
-    /// body. `SEARCHWIRE_REQUEST_TIMEOUT` overrides it.
+    /// The attempt timeout (default 30 s): bounds each round trip including reading the
+    /// body; every retry gets a fresh one. The `SEARCHWIRE_ATTEMPT_TIMEOUT` environment
+    /// variable overrides it (`SEARCHWIRE_REQUEST_TIMEOUT`, its deprecated old name, too).
     pub fn attempt_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.attempt_timeout = Some(timeout);
         self
@@ -248,11 +256,20 @@ impl ClientBuilder {
         self
     }
 
-    /// Default overall time budget of every request (default: none). A request's own
-    /// [`Request::timeout`](crate::Request::timeout) takes precedence.
-    pub fn deadline(mut self, budget: Duration) -> ClientBuilder {
+    /// The default timeout of every request: its overall time budget across every attempt
+    /// and backoff, measured from [`Client::send`](crate::Client::send) (default: none). A
+    /// request's own [`Request::timeout`](crate::Request::timeout) or
+    /// [`Request::deadline`](crate::Request::deadline) takes precedence.
+    pub fn timeout(mut self, budget: Duration) -> ClientBuilder {
         self.deadline = Some(budget);
         self
+    }
+
+    /// The old name of [`timeout`](Self::timeout): a *deadline* is an instant, and this
+    /// takes a duration.
+    #[deprecated(since = "0.2.0", note = "renamed to `ClientBuilder::timeout`")]
+    pub fn deadline(self, budget: Duration) -> ClientBuilder {
+        self.timeout(budget)
     }
 
     /// Idle keep-alive connections are closed after this long (default
@@ -329,7 +346,7 @@ impl ClientBuilder {
     ///
     /// The reference's `MaxRetryClusterHealth` maps as: `0` → `Duration::ZERO` (the
     /// default), a positive value → that duration, a negative value →
-    /// [`disable_cluster_health_reprobe`](Self::disable_cluster_health_reprobe).
+    /// [`no_cluster_health_reprobe`](Self::no_cluster_health_reprobe).
     pub fn cluster_health_reprobe_after(mut self, after: Duration) -> ClientBuilder {
         self.reprobe.after = Some(if after.is_zero() {
             defaults::CLUSTER_HEALTH_REPROBE_AFTER
@@ -343,9 +360,19 @@ impl ClientBuilder {
     /// `/_cluster/health?local=true`, it is health-checked with `GET /` for the life of the
     /// client. Nodes that were never probed (Pending) are still probed once. This is the
     /// reference's negative `MaxRetryClusterHealth`.
-    pub fn disable_cluster_health_reprobe(mut self) -> ClientBuilder {
+    pub fn no_cluster_health_reprobe(mut self) -> ClientBuilder {
         self.reprobe.after = None;
         self
+    }
+
+    /// The old name of [`no_cluster_health_reprobe`](Self::no_cluster_health_reprobe)
+    /// (features are switched off with `no_…`).
+    #[deprecated(
+        since = "0.2.0",
+        note = "renamed to `ClientBuilder::no_cluster_health_reprobe`"
+    )]
+    pub fn disable_cluster_health_reprobe(self) -> ClientBuilder {
+        self.no_cluster_health_reprobe()
     }
 
     /// Relative jitter of the cluster-health re-probe interval, from 0 (none) to below 1

@@ -224,7 +224,7 @@ async fn reprobe_zero_means_the_default_and_disabled_never_reprobes() {
 
     with_root(&c, [1]);
     c.on_path(1, HEALTH, Step::Status(403));
-    let cl = client(1, &c, |b| b.disable_cluster_health_reprobe());
+    let cl = client(1, &c, |b| b.no_cluster_health_reprobe());
     let n = node(&cl, 1);
     check_node(&cl.inner, &n).await;
     until(ms(10), || cap(&cl, 1) == Capability::Unavailable).await;

@@ -36,6 +36,12 @@ pub enum ErrorKind {
     CircuitOpen,
     /// The response body exceeded `ClientBuilder::max_response_bytes`.
     ResponseTooLarge,
+    /// The node was reached, but the connection broke mid-exchange (reset, EOF, a
+    /// malformed response) on the last attempt: the request may have been processed.
+    ConnectionLost,
+    /// A response arrived but its body is not what the caller asked to decode it as
+    /// ([`Response::json`](crate::Response::json)).
+    Decode,
 }
 
 impl ErrorKind {
@@ -51,6 +57,8 @@ impl ErrorKind {
             ErrorKind::DeadlineExceeded => "deadline_exceeded",
             ErrorKind::CircuitOpen => "circuit_open",
             ErrorKind::ResponseTooLarge => "response_too_large",
+            ErrorKind::ConnectionLost => "connection_lost",
+            ErrorKind::Decode => "decode",
         }
     }
 }
@@ -64,6 +72,7 @@ impl fmt::Display for ErrorKind {
 /// One attempt of a request: where it went, what happened, how long it took, and how long
 /// the client slept before the next one.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Attempt {
     /// 1-based attempt number.
     pub number: u32,
@@ -182,9 +191,11 @@ impl Error {
             ErrorKind::Config
             | ErrorKind::InvalidRequest
             | ErrorKind::Auth
-            | ErrorKind::ResponseTooLarge => false,
+            | ErrorKind::ResponseTooLarge
+            | ErrorKind::Decode => false,
             ErrorKind::Throttled
             | ErrorKind::NoNodeReachable
+            | ErrorKind::ConnectionLost
             | ErrorKind::DeadlineExceeded
             | ErrorKind::CircuitOpen => true,
             ErrorKind::Status => matches!(
@@ -201,9 +212,23 @@ impl Error {
             || self.inner.last_outcome == Some(OutcomeKind::Timeout)
     }
 
-    /// Whether no node could be reached.
+    /// Whether the failure was a failure to connect: the last attempt could not open a
+    /// connection (the request was never sent), or no node could be tried at all. Not a
+    /// reset (the node was reached) and not a timeout (see [`is_timeout`](Error::is_timeout)).
     pub fn is_connect(&self) -> bool {
         self.inner.kind == ErrorKind::NoNodeReachable
+            && matches!(self.inner.last_outcome, None | Some(OutcomeKind::Connect))
+    }
+
+    /// Whether a response body could not be decoded ([`ErrorKind::Decode`]).
+    pub fn is_decode(&self) -> bool {
+        self.inner.kind == ErrorKind::Decode
+    }
+
+    /// Takes the final response (status, headers, body) out of the error, when the last
+    /// attempt got one — e.g. to read an error body in full.
+    pub fn into_response(self) -> Option<Response> {
+        self.inner.response
     }
 
     /// The message alone, without the attempt list.

@@ -185,15 +185,16 @@ impl Request {
         self
     }
 
-    /// Per-attempt timeout for this request: bounds each round trip, including reading the
+    /// The attempt timeout of this request: bounds each round trip, including reading the
     /// body. Each retry gets a fresh one. Overrides the client's default.
     pub fn attempt_timeout(mut self, timeout: Duration) -> Request {
         self.attempt_timeout = Some(timeout);
         self
     }
 
-    /// Overall time budget, measured from [`Client::send`](crate::Client::send): bounds every
-    /// attempt and backoff together.
+    /// The request's timeout: its overall time budget, measured from
+    /// [`Client::send`](crate::Client::send), bounding every attempt and backoff together
+    /// (the request's deadline is then `send` + `budget`).
     ///
     /// The deadline *cancels*; it does not fail over. When it fires during an attempt, the
     /// attempt is `Cancelled` and the node is not marked dead (the caller's budget says
@@ -205,7 +206,9 @@ impl Request {
         self
     }
 
-    /// Overall deadline as an instant on the client's (tokio) clock.
+    /// The request's deadline: the instant, on the client's (tokio) clock, by which the
+    /// whole request must end (the same bound as [`timeout`](Self::timeout), given as an
+    /// instant).
     pub fn deadline(mut self, at: tokio::time::Instant) -> Request {
         self.deadline = Some(Deadline::At(at));
         self

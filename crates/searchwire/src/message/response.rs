@@ -3,7 +3,7 @@
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 
-use crate::message::error::{Attempt, Error};
+use crate::message::error::{Attempt, Error, ErrorKind};
 
 /// A complete HTTP response (the body is read in full within the attempt timeout).
 #[derive(Clone)]
@@ -40,10 +40,10 @@ impl Response {
     /// names the node and the parse failure.
     pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
         serde_json::from_slice(&self.body).map_err(|e| {
-            Error::invalid_request(format!(
-                "response from {} is not the expected JSON: {e}",
-                self.node
-            ))
+            Error::new(
+                ErrorKind::Decode,
+                format!("response from {} is not the expected JSON: {e}", self.node),
+            )
             .with_source(e)
         })
     }

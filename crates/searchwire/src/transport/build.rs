@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::config::{timeout_override, ClientBuilder};
+use crate::config::{timeout_override_from, ClientBuilder};
 use crate::defaults;
 use crate::message::error::Error;
 use crate::transport::client::Client;
@@ -11,20 +11,24 @@ use crate::transport::client::Client;
 impl ClientBuilder {
     /// Validates the configuration and builds the client.
     pub fn build(self) -> Result<Client, Error> {
-        let env = if self.read_env {
-            match std::env::var(defaults::REQUEST_TIMEOUT_ENV) {
-                Ok(v) => timeout_override(Some(&v))?,
-                Err(std::env::VarError::NotPresent) => None,
-                Err(std::env::VarError::NotUnicode(_)) => {
-                    return Err(Error::config(format!(
-                        "environment variable {} is not valid UTF-8",
-                        defaults::REQUEST_TIMEOUT_ENV
-                    )))
+        let mut env = None;
+        if self.read_env {
+            // The new name first; the deprecated old one still works for one release.
+            for name in [defaults::ATTEMPT_TIMEOUT_ENV, defaults::REQUEST_TIMEOUT_ENV] {
+                match std::env::var(name) {
+                    Ok(v) => {
+                        env = timeout_override_from(name, Some(&v))?;
+                        break;
+                    }
+                    Err(std::env::VarError::NotPresent) => {}
+                    Err(std::env::VarError::NotUnicode(_)) => {
+                        return Err(Error::config(format!(
+                            "environment variable {name} is not valid UTF-8"
+                        )))
+                    }
                 }
             }
-        } else {
-            None
-        };
+        }
         self.build_with_override(env)
     }
 

@@ -103,6 +103,14 @@ pub(super) fn final_error(
                 result.detail.clone().unwrap_or_default()
             ),
         ),
+        (None, OutcomeKind::Reset) => (
+            ErrorKind::ConnectionLost,
+            format!(
+                "node {} was reached, but the connection broke during {what} ({}) — the request may have been processed; check the node's logs",
+                node.addr,
+                result.detail.clone().unwrap_or_default()
+            ),
+        ),
         (None, kind) => {
             let detail = result.detail.clone().unwrap_or_default();
             let advice = match kind {
@@ -120,6 +128,9 @@ pub(super) fn final_error(
         }
     };
     let mut err = Error::new(kind, format!("{message}{suffix}")).with_attempts(attempts);
+    if let Some(source) = result.source {
+        err = err.with_source(source);
+    }
     if let Some(raw) = result.raw {
         err = err.with_response(Response {
             status: raw.status,

@@ -11,7 +11,7 @@ use tracing::Instrument;
 use crate::classify::{self, Ended, Outcome, OutcomeKind, Rejection};
 use crate::http::addr::NodeAddr;
 use crate::http::connector::RawResponse;
-use crate::message::error::{Attempt, Error, ErrorKind};
+use crate::message::error::{Attempt, BoxError, Error, ErrorKind};
 use crate::message::request::{Deadline, Request};
 use crate::message::response::Response;
 use crate::nodes::pool::PoolNode;
@@ -39,6 +39,8 @@ pub(super) struct AttemptResult {
     pub(super) rejection: Option<Rejection>,
     pub(super) raw: Option<RawResponse>,
     pub(super) detail: Option<String>,
+    /// The transport failure's cause, kept for the error's `source()` chain.
+    pub(super) source: Option<BoxError>,
 }
 
 pub(super) fn effective_deadline(
@@ -204,6 +206,7 @@ pub(super) async fn execute(
                     rejection: result.rejection,
                     raw,
                     detail: result.detail,
+                    source: result.source,
                 };
                 let (delay, probe) = match plan_retry(
                     inner, request, request_id, &node, &result, number, deadline, &mut plan,
@@ -294,11 +297,17 @@ pub(super) async fn run_attempt(
         rejection,
         detail,
     } = classify::outcome(ended);
+    let (raw, source) = match outcome {
+        Some(Some(Ok(raw))) => (Some(raw), None),
+        Some(Some(Err(e))) => (None, Some(e.source)),
+        _ => (None, None),
+    };
     let result = AttemptResult {
         kind,
         rejection,
-        raw: outcome.and_then(|o| o.and_then(Result::ok)),
+        raw,
         detail,
+        source,
     };
     let status = result.raw.as_ref().map(|r| r.status);
     span.record("outcome", result.kind.as_str());
