@@ -1,15 +1,13 @@
 //! The command line, as clap types. Every default printed in `--help` is read from
-//! `searchwire::defaults` (or the backoff / resurrection defaults), never written here as a
+//! `searchwire::explain` (or the backoff / resurrection defaults), never written here as a
 //! literal, so the help cannot drift from what the library does.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
-use searchwire::backoff::{DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_LINEAR_CAP};
-use searchwire::duration::{format_duration, parse_duration};
-use searchwire::schedule::{Capacity, ResurrectionConfig};
-use searchwire::{defaults, Backoff};
+use searchwire::explain::{self as defaults, format_duration, parse_duration};
+use searchwire::{Backoff, Capacity, ResurrectionConfig};
 
 /// The environment variable `--password` falls back to.
 pub const PASSWORD_ENV: &str = "SEARCHWIRE_PASSWORD";
@@ -415,9 +413,9 @@ fn backoff_help() -> String {
     format!(
         "Delay between retries: exp:BASE:CAP (full jitter), const:DUR, linear:STEP (capped \
          at {}) or none [default: exp:{}:{}]",
-        format_duration(DEFAULT_LINEAR_CAP),
-        format_duration(DEFAULT_BACKOFF_BASE),
-        format_duration(DEFAULT_BACKOFF_CAP)
+        format_duration(defaults::LINEAR_BACKOFF_CAP),
+        format_duration(defaults::BACKOFF_BASE),
+        format_duration(defaults::BACKOFF_CAP)
     )
 }
 

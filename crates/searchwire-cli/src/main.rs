@@ -54,7 +54,7 @@ fn main() -> ExitCode {
         },
         Command::Explain(ExplainCommand::Defaults(a)) => {
             let text = if a.markdown {
-                searchwire::defaults::markdown_table()
+                searchwire::explain::markdown_table()
             } else {
                 explain::render_defaults()
             };

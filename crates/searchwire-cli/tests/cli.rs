@@ -620,13 +620,10 @@ async fn explain_defaults_lists_every_setting() {
         .find(|l| l.starts_with("max_retries "))
         .unwrap_or_else(|| panic!("no max_retries row: {text}"));
     assert!(
-        max_retries.contains(&searchwire::defaults::MAX_RETRIES.to_string()),
+        max_retries.contains(&searchwire::explain::MAX_RETRIES.to_string()),
         "{max_retries}"
     );
-    assert_eq!(
-        text.lines().count(),
-        searchwire::defaults::table().len() + 1
-    );
+    assert_eq!(text.lines().count(), searchwire::explain::table().len() + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -634,14 +631,14 @@ async fn help_states_defaults_from_the_library() {
     let out = run(&["request", "--help"]).await;
     assert_eq!(code(&out), 0);
     let text = stdout(&out);
-    let timeout = searchwire::duration::format_duration(searchwire::defaults::ATTEMPT_TIMEOUT);
-    let statuses: Vec<String> = searchwire::defaults::RETRY_ON_STATUS
+    let timeout = searchwire::explain::format_duration(searchwire::explain::ATTEMPT_TIMEOUT);
+    let statuses: Vec<String> = searchwire::explain::RETRY_ON_STATUS
         .iter()
         .map(u16::to_string)
         .collect();
     for needle in [
         format!("[default: {timeout}"),
-        format!("[default: {}]", searchwire::defaults::MAX_RETRIES),
+        format!("[default: {}]", searchwire::explain::MAX_RETRIES),
         format!("[default: {}]", statuses.join(",")),
         "SEARCHWIRE_PASSWORD".to_string(),
     ] {

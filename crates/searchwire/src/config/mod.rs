@@ -20,13 +20,14 @@ use crate::policy::load::AdaptiveJitter;
 use crate::policy::retry::RetryPolicy;
 use crate::policy::schedule::ResurrectionConfig;
 
+#[cfg(test)]
 /// Reads the attempt-timeout override from the value of `SEARCHWIRE_REQUEST_TIMEOUT` (the
 /// deprecated name of `SEARCHWIRE_ATTEMPT_TIMEOUT`).
 ///
 /// Returns `Ok(None)` when unset or empty (no override), `Ok(Some(None))` for `0`
 /// (per-attempt timeout disabled), `Ok(Some(Some(d)))` otherwise. An unparseable value is
 /// an error naming the variable and the value — never silently ignored.
-pub fn timeout_override(value: Option<&str>) -> Result<Option<Option<Duration>>, Error> {
+pub(crate) fn timeout_override(value: Option<&str>) -> Result<Option<Option<Duration>>, Error> {
     timeout_override_from(defaults::REQUEST_TIMEOUT_ENV, value)
 }
 
@@ -48,7 +49,7 @@ pub(crate) fn timeout_override_from(
     }
 }
 
-/// Builds a [`Client`]. Start with [`Client::builder`].
+/// Builds a [`Client`](crate::Client). Start with [`Client::builder`](crate::Client::builder).
 pub struct ClientBuilder {
     pub(crate) nodes: Vec<String>,
     pub(crate) credentials: Option<Credentials>,
@@ -450,7 +451,7 @@ impl ClientBuilder {
     }
 
     /// The client's retry budget (default: retries add at most 20 % of the requests, plus
-    /// 10 per second, over 10 s; see [`crate::policy::budget`]).
+    /// 10 per second, over 10 s; see [`RetryBudget`](crate::RetryBudget) and `docs/ARCHITECTURE.md`).
     pub fn retry_budget(mut self, budget: RetryBudget) -> ClientBuilder {
         self.budget = Some(budget);
         self
@@ -465,20 +466,20 @@ impl ClientBuilder {
     /// Backoff and retry limits per outcome kind (default: none; every kind uses
     /// [`backoff`](Self::backoff) and [`max_retries`](Self::max_retries)). A rule's retry
     /// limit replaces `max_retries` for its kind. [`ClassBackoff::reference`] is the
-    /// reference table. See [`crate::policy::class_backoff`].
+    /// reference table. See [`ClassBackoff`](crate::ClassBackoff).
     pub fn class_backoff(mut self, rules: ClassBackoff) -> ClientBuilder {
         self.class_backoff = rules;
         self
     }
 
     /// The adaptive jitter table (default: on, the reference's table; see
-    /// [`crate::policy::load`]). [`AdaptiveJitter::off`] keeps every backoff as computed.
+    /// [`AdaptiveJitter`](crate::AdaptiveJitter)). [`AdaptiveJitter::off`] keeps every backoff as computed.
     pub fn adaptive_jitter(mut self, table: AdaptiveJitter) -> ClientBuilder {
         self.adaptive_jitter = table;
         self
     }
 
-    /// The cluster circuit breaker (default: on; see [`crate::policy::breaker`]).
+    /// The cluster circuit breaker (default: on; see [`BreakerConfig`](crate::BreakerConfig)).
     pub fn circuit_breaker(mut self, cfg: BreakerConfig) -> ClientBuilder {
         self.breaker = Some(cfg);
         self

@@ -29,13 +29,14 @@ use std::time::Duration;
 use tokio::sync::{watch, Semaphore};
 use tokio::time::Instant;
 
+use crate::defaults::MAX_HEALTH_REFRESH;
 use crate::health::{
     apply, check_root, fetch_cluster_health, log_change, probe_capability, Cause, CheckResult,
     HealthAnswer,
 };
 use crate::nodes::capability::Capability;
 use crate::nodes::pool::PoolNode;
-use crate::policy::schedule::{health_refresh_interval, MAX_HEALTH_REFRESH};
+use crate::policy::schedule::health_refresh_interval;
 use crate::shared::Inner;
 use crate::sync::ClearOnDrop;
 

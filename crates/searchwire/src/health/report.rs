@@ -84,7 +84,7 @@ pub struct NodeReport {
     pub cluster_health: Option<ClusterHealthLocal>,
 }
 
-/// The result of [`Client::check_all`].
+/// The result of [`Client::check_all`](crate::Client::check_all).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct HealthReport {

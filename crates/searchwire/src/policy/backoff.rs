@@ -23,15 +23,6 @@ use std::time::{Duration, SystemTime};
 
 use crate::clock::duration::parse_duration;
 
-/// First exponential retry delay by default: [`defaults::BACKOFF_BASE`](crate::defaults::BACKOFF_BASE).
-pub const DEFAULT_BACKOFF_BASE: Duration = crate::defaults::BACKOFF_BASE;
-
-/// Largest exponential retry delay by default: [`defaults::BACKOFF_CAP`](crate::defaults::BACKOFF_CAP).
-pub const DEFAULT_BACKOFF_CAP: Duration = crate::defaults::BACKOFF_CAP;
-
-/// Largest delay of [`Backoff::linear`]: [`defaults::LINEAR_BACKOFF_CAP`](crate::defaults::LINEAR_BACKOFF_CAP).
-pub const DEFAULT_LINEAR_CAP: Duration = crate::defaults::LINEAR_BACKOFF_CAP;
-
 /// How randomness is mixed into an exponential delay `d`.
 ///
 /// The names and formulas follow the AWS Architecture Blog article
@@ -100,11 +91,11 @@ impl Backoff {
         Backoff::Constant(d)
     }
 
-    /// Retry `i` waits `i × step`, capped at [`DEFAULT_LINEAR_CAP`].
+    /// Retry `i` waits `i × step`, capped at [`crate::defaults::LINEAR_BACKOFF_CAP`].
     pub fn linear(step: Duration) -> Backoff {
         Backoff::Linear {
             step,
-            cap: DEFAULT_LINEAR_CAP,
+            cap: crate::defaults::LINEAR_BACKOFF_CAP,
         }
     }
 
@@ -162,7 +153,7 @@ impl Backoff {
     /// Parse the CLI syntax.
     ///
     /// Accepted: `none`; `const:DUR`; `linear:STEP` (capped at
-    /// [`DEFAULT_LINEAR_CAP`]); `exp:BASE:CAP` (full jitter), e.g.
+    /// [`crate::defaults::LINEAR_BACKOFF_CAP`]); `exp:BASE:CAP` (full jitter), e.g.
     /// `exp:100ms:10s`. Durations use [`parse_duration`] syntax. For `exp`,
     /// BASE must be positive (an exponential of zero is `none`; say so) and
     /// CAP at least BASE. Errors name the input and the accepted forms.
@@ -176,8 +167,8 @@ impl Backoff {
             format!(
                 "invalid backoff {s:?}: {why}expected one of none, const:DUR, linear:STEP, \
                  exp:BASE:CAP (e.g. exp:{}:{})",
-                crate::clock::duration::format_duration(DEFAULT_BACKOFF_BASE),
-                crate::clock::duration::format_duration(DEFAULT_BACKOFF_CAP),
+                crate::clock::duration::format_duration(crate::defaults::BACKOFF_BASE),
+                crate::clock::duration::format_duration(crate::defaults::BACKOFF_CAP),
             )
         };
         let dur = |text: &str| parse_duration(text).map_err(|e| fail(&e.to_string()));
@@ -226,10 +217,10 @@ fn uniform(low: Duration, high: Duration, rng: &mut fastrand::Rng) -> Duration {
 }
 
 impl Default for Backoff {
-    /// Exponential from [`DEFAULT_BACKOFF_BASE`] to [`DEFAULT_BACKOFF_CAP`]
+    /// Exponential from [`crate::defaults::BACKOFF_BASE`] to [`crate::defaults::BACKOFF_CAP`]
     /// with full jitter; see those constants for why.
     fn default() -> Backoff {
-        Backoff::exponential(DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP)
+        Backoff::exponential(crate::defaults::BACKOFF_BASE, crate::defaults::BACKOFF_CAP)
     }
 }
 
@@ -391,11 +382,11 @@ mod tests {
         assert_eq!(linear.delay(4, Duration::ZERO, &mut rng()), SECS(28));
         assert_eq!(
             linear.delay(5, Duration::ZERO, &mut rng()),
-            DEFAULT_LINEAR_CAP
+            crate::defaults::LINEAR_BACKOFF_CAP
         );
         assert_eq!(
             linear.delay(u32::MAX, Duration::ZERO, &mut rng()),
-            DEFAULT_LINEAR_CAP
+            crate::defaults::LINEAR_BACKOFF_CAP
         );
         let uncapped = Backoff::Linear {
             step: Duration::MAX,

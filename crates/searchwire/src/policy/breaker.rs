@@ -82,7 +82,7 @@ impl fmt::Display for BreakerState {
     }
 }
 
-/// The cluster breaker's configuration (plain data; defaults in [`crate::defaults`]).
+/// The cluster breaker's configuration (plain data; defaults in [`crate::explain`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BreakerConfig {
     /// The sliding window over which the failure rate is measured.

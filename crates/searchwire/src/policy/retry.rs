@@ -47,6 +47,7 @@ pub enum NoRetry {
 }
 
 impl RetryPolicy {
+    #[cfg(test)]
     /// Decides whether the attempt that ended with `outcome` is retried, given that
     /// `retries_done` retries were already made.
     ///

@@ -268,14 +268,6 @@ pub fn timeout_with_jitter(row: &ScheduleRow, rng: &mut fastrand::Rng) -> Durati
         .saturating_add(Duration::from_nanos(rng.u64(0..bound)))
 }
 
-/// Shortest periodic cluster-health refresh interval:
-/// [`defaults::MIN_HEALTH_REFRESH`](crate::defaults::MIN_HEALTH_REFRESH).
-pub const MIN_HEALTH_REFRESH: Duration = crate::defaults::MIN_HEALTH_REFRESH;
-
-/// Longest periodic cluster-health refresh interval:
-/// [`defaults::MAX_HEALTH_REFRESH`](crate::defaults::MAX_HEALTH_REFRESH).
-pub const MAX_HEALTH_REFRESH: Duration = crate::defaults::MAX_HEALTH_REFRESH;
-
 /// Interval of the periodic cluster-health refresh of live connections.
 ///
 /// `clamp(live × clients_per_server / health_check_rate seconds, 5 s, 5 min)`:
@@ -290,8 +282,12 @@ pub fn health_refresh_interval(cap: &Capacity, live: usize) -> Option<Duration> 
         return None;
     }
     let secs = live as f64 * cap.clients_per_server / cap.health_check_rate;
-    let interval = secs_to_duration(secs, MAX_HEALTH_REFRESH, MAX_HEALTH_REFRESH);
-    Some(interval.max(MIN_HEALTH_REFRESH))
+    let interval = secs_to_duration(
+        secs,
+        crate::defaults::MAX_HEALTH_REFRESH,
+        crate::defaults::MAX_HEALTH_REFRESH,
+    );
+    Some(interval.max(crate::defaults::MIN_HEALTH_REFRESH))
 }
 
 /// `secs` as a Duration rounded to whole milliseconds, clamped to
@@ -634,14 +630,20 @@ mod tests {
             health_check_rate: 0.0,
         };
         assert_eq!(compute(&cfg, &zero, 5, 5, 1).rate_limit, SECS(30));
-        assert_eq!(health_refresh_interval(&zero, 5), Some(MAX_HEALTH_REFRESH));
+        assert_eq!(
+            health_refresh_interval(&zero, 5),
+            Some(crate::defaults::MAX_HEALTH_REFRESH)
+        );
         let div0 = Capacity {
             server_max_new_conns_per_sec: 0.0,
             health_check_rate: 0.0,
             ..Capacity::default()
         };
         assert_eq!(compute(&cfg, &div0, 5, 5, 1).rate_limit, SECS(30));
-        assert_eq!(health_refresh_interval(&div0, 5), Some(MAX_HEALTH_REFRESH));
+        assert_eq!(
+            health_refresh_interval(&div0, 5),
+            Some(crate::defaults::MAX_HEALTH_REFRESH)
+        );
     }
 
     #[test]
@@ -708,7 +710,7 @@ mod tests {
         };
         assert_eq!(
             health_refresh_interval(&chatty, 2),
-            Some(MIN_HEALTH_REFRESH)
+            Some(crate::defaults::MIN_HEALTH_REFRESH)
         );
     }
 }

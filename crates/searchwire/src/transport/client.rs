@@ -210,7 +210,7 @@ impl Client {
     }
 
     /// The cluster circuit breaker's state: `closed`, `open` or `half_open` (see
-    /// [`crate::policy::breaker`]). Always [`BreakerState::Closed`] when the breaker is switched off.
+    /// [`BreakerConfig`](crate::BreakerConfig)). Always [`BreakerState::Closed`] when the breaker is switched off.
     /// An open breaker whose cool-down has ended reads as half-open.
     pub fn breaker_state(&self) -> BreakerState {
         match &self.inner.breaker {
