@@ -369,6 +369,48 @@ async fn half_open_admits_exactly_the_probes_and_a_dropped_probe_frees_its_slot(
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_half_open_retry_without_a_probe_slot_is_refused_before_its_backoff() {
+    let c = Scripted::default();
+    c.default_step(1, Step::Status(503));
+    c.push_path(
+        1,
+        "/b",
+        Step::After(Duration::from_secs(10), Box::new(Step::Status(503))),
+    );
+    c.push_path(1, "/e", Step::Hang);
+    let cl = client(1, &c, |b| {
+        b.backoff(Backoff::constant(Duration::from_secs(1)))
+            .no_retry_budget()
+            .node_gateway_failures_to_eject(0)
+            .circuit_breaker(BreakerConfig {
+                min_requests: 3,
+                probes: 1,
+                ..BreakerConfig::default()
+            })
+    });
+    let t0 = Instant::now();
+    // B is admitted while the breaker is closed; its answer (a 503) takes 10 s.
+    let mut b = Box::pin(cl.send(Request::get("/b")));
+    assert!(poll_once(&mut b).await.is_pending());
+    // Meanwhile three non-idempotent requests fail (not retried) and open the breaker.
+    for _ in 0..3 {
+        let _ = cl.send(Request::post("/x")).await;
+    }
+    assert_eq!(cl.breaker_state(), BreakerState::Open);
+    tokio::time::advance(Duration::from_secs(5)).await;
+    // E takes the only probe slot of the half-open round and stays in flight.
+    let mut e = Box::pin(cl.send(Request::get("/e")));
+    assert!(poll_once(&mut e).await.is_pending());
+    // B's 503 arrives at 10 s: its retry finds no probe slot and is refused at once —
+    // no backoff is planned or slept first.
+    let err = b.await.unwrap_err();
+    assert_eq!(Instant::now() - t0, Duration::from_secs(10));
+    assert_eq!(err.attempts().len(), 1);
+    assert_eq!(err.attempts()[0].backoff, Duration::ZERO);
+    assert!(err.to_string().contains("circuit breaker is open"), "{err}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_retry_is_not_made_once_the_breaker_opened() {
     let c = Scripted::default();
     c.default_step(1, Step::Status(503));
