@@ -70,11 +70,12 @@ pub(crate) struct ConnSettings {
 }
 
 type Https = hyper_rustls::HttpsConnector<HttpConnector>;
-type Pool = HyperClient<Https, Full<Bytes>>;
+/// One node's keep-alive connections (not to be confused with the node pool, `nodes::pool::Pool`).
+type Connections = HyperClient<Https, Full<Bytes>>;
 
 /// Where a node's connection pool lives (inside its [`NodeAddr`]): empty until the first
 /// request, emptied again by [`Connector::reset`]. Loading it is lock-free.
-pub(crate) type ConnSlot = arc_swap::ArcSwapOption<Pool>;
+pub(crate) type ConnSlot = arc_swap::ArcSwapOption<Connections>;
 
 /// The production connector: hyper 1 over rustls, one pool per node.
 pub(crate) struct HyperConnector {
@@ -117,7 +118,7 @@ impl HyperConnector {
         Ok(HyperConnector { settings, https })
     }
 
-    fn new_pool(&self) -> Arc<Pool> {
+    fn new_pool(&self) -> Arc<Connections> {
         Arc::new(
             HyperClient::builder(TokioExecutor::new())
                 .pool_timer(TokioTimer::new())

@@ -43,6 +43,8 @@ pub(super) struct AttemptResult {
     pub(super) source: Option<BoxError>,
 }
 
+/// The request's deadline: its own (an instant, or its timeout from `start`), else the
+/// client's default timeout from `start`, else none.
 pub(super) fn effective_deadline(
     inner: &Inner,
     request: &Request,
@@ -56,6 +58,8 @@ pub(super) fn effective_deadline(
     }
 }
 
+/// The HTTP request of one attempt to `node`: the client's default headers, then the
+/// request's own.
 pub(super) fn build_http(
     inner: &Inner,
     request: &Request,
@@ -75,6 +79,7 @@ pub(super) fn build_http(
     Ok(req)
 }
 
+/// The attempt loop of one request (see `docs/ARCHITECTURE.md`, "The request flow").
 pub(super) async fn execute(
     inner: &Arc<Inner>,
     request: &Request,
