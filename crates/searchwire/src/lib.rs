@@ -73,9 +73,8 @@ pub use health::report::{
     ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport,
 };
 pub use health::{ClusterHealthLocal, ClusterStatus, NodeInfo};
-pub use http::addr::{Credentials, NodeAddr};
 pub use message::error::{Attempt, Error, ErrorKind};
-pub use message::request::{Deadline, Request};
+pub use message::request::Request;
 pub use message::response::Response;
 pub use nodes::capability::Capability;
 pub use observe::{

@@ -11,6 +11,22 @@ use crate::message::response::Response;
 /// A boxed error source.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
+/// The source of an error whose last attempt ran out of its attempt timeout.
+#[derive(Debug)]
+pub(crate) struct AttemptTimedOut(pub(crate) Duration);
+
+impl fmt::Display for AttemptTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "attempt timed out after {}",
+            crate::clock::duration::format_duration(self.0)
+        )
+    }
+}
+
+impl std::error::Error for AttemptTimedOut {}
+
 /// What kind of failure an [`Error`] is. Stable, small, and `#[non_exhaustive]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]

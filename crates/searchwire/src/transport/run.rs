@@ -11,7 +11,7 @@ use tracing::Instrument;
 use crate::classify::{self, Ended, Outcome, OutcomeKind, Rejection};
 use crate::http::addr::NodeAddr;
 use crate::http::connector::RawResponse;
-use crate::message::error::{Attempt, BoxError, Error, ErrorKind};
+use crate::message::error::{Attempt, AttemptTimedOut, BoxError, Error, ErrorKind};
 use crate::message::request::{Deadline, Request};
 use crate::message::response::Response;
 use crate::nodes::pool::PoolNode;
@@ -302,10 +302,16 @@ pub(super) async fn run_attempt(
         rejection,
         detail,
     } = classify::outcome(ended);
-    let (raw, source) = match outcome {
+    let (raw, source): (_, Option<BoxError>) = match outcome {
         Some(Some(Ok(raw))) => (Some(raw), None),
         Some(Some(Err(e))) => (None, Some(e.source)),
-        _ => (None, None),
+        Some(None) => (
+            None,
+            Some(Box::new(AttemptTimedOut(
+                attempt_timeout.unwrap_or_default(),
+            ))),
+        ),
+        None => (None, None),
     };
     let result = AttemptResult {
         kind,

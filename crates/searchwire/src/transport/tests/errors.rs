@@ -39,6 +39,10 @@ async fn is_connect_only_for_connect_failures() {
         !e.is_connect(),
         "an attempt timeout is not a connect failure"
     );
+    assert_eq!(
+        e.source().map(|s| s.to_string()).as_deref(),
+        Some("attempt timed out after 300ms")
+    );
 }
 
 #[tokio::test(start_paused = true)]
