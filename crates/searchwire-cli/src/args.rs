@@ -1,15 +1,13 @@
 //! The command line, as clap types. Every default printed in `--help` is read from
-//! `searchwire::defaults` (or the backoff / resurrection defaults), never written here as a
+//! `searchwire::explain` (or the backoff / resurrection defaults), never written here as a
 //! literal, so the help cannot drift from what the library does.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
-use searchwire::backoff::{DEFAULT_BACKOFF_BASE, DEFAULT_BACKOFF_CAP, DEFAULT_LINEAR_CAP};
-use searchwire::duration::{format_duration, parse_duration};
-use searchwire::schedule::{Capacity, ResurrectionConfig};
-use searchwire::{defaults, Backoff};
+use searchwire::explain::{self as defaults, format_duration, parse_duration};
+use searchwire::{Backoff, Capacity, ResurrectionConfig};
 
 /// The environment variable `--password` falls back to.
 pub const PASSWORD_ENV: &str = "SEARCHWIRE_PASSWORD";
@@ -164,7 +162,17 @@ pub struct RequestArgs {
     )]
     pub data: Option<String>,
 
-    #[arg(long, value_name = "DUR", value_parser = parse_duration_arg, help = timeout_help())]
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_arg, help = attempt_timeout_help())]
+    pub attempt_timeout: Option<Duration>,
+
+    #[arg(
+        long,
+        value_name = "DUR",
+        value_parser = parse_duration_arg,
+        conflicts_with = "attempt_timeout",
+        help = "Deprecated old name of --attempt-timeout (it is per attempt, not the \
+                request's timeout); still accepted in this release, removed in the next"
+    )]
     pub timeout: Option<Duration>,
 
     #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = deadline_help())]
@@ -268,7 +276,14 @@ pub enum ExplainCommand {
     /// The dead-node resurrection timeout for each live count (and failure count).
     Resurrection(ResurrectionArgs),
     /// Every default of the client, with the reason it is what it is.
-    Defaults,
+    Defaults(DefaultsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DefaultsArgs {
+    /// Print the table as Markdown, exactly as in docs/configuration.md.
+    #[arg(long)]
+    pub markdown: bool,
 }
 
 #[derive(Debug, Args)]
@@ -373,18 +388,18 @@ fn parse_rate(s: &str) -> Result<f64, String> {
 
 // ---- help texts with defaults taken from the library ----------------------------------------
 
-fn timeout_help() -> String {
+fn attempt_timeout_help() -> String {
     format!(
-        "Per-attempt timeout (each retry gets a fresh one); 0 disables it [default: {}, or \
-         the {} environment variable]",
+        "Attempt timeout: bounds each attempt (each retry gets a fresh one); 0 disables it \
+         [default: {}, or the {} environment variable]",
         format_duration(defaults::ATTEMPT_TIMEOUT),
-        defaults::REQUEST_TIMEOUT_ENV
+        defaults::ATTEMPT_TIMEOUT_ENV
     )
 }
 
 fn deadline_help() -> String {
-    "Overall time budget of each request, across every attempt and backoff, e.g. 10s \
-     [default: none]"
+    "The request's timeout: its overall time budget across every attempt and backoff, \
+     e.g. 10s (the request's deadline is its start plus this) [default: none]"
         .to_string()
 }
 
@@ -410,9 +425,9 @@ fn backoff_help() -> String {
     format!(
         "Delay between retries: exp:BASE:CAP (full jitter), const:DUR, linear:STEP (capped \
          at {}) or none [default: exp:{}:{}]",
-        format_duration(DEFAULT_LINEAR_CAP),
-        format_duration(DEFAULT_BACKOFF_BASE),
-        format_duration(DEFAULT_BACKOFF_CAP)
+        format_duration(defaults::LINEAR_BACKOFF_CAP),
+        format_duration(defaults::BACKOFF_BASE),
+        format_duration(defaults::BACKOFF_CAP)
     )
 }
 

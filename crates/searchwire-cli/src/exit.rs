@@ -10,7 +10,8 @@ pub const HTTP_ERROR: u8 = 1;
 pub const USAGE: u8 = 2;
 /// The request's deadline expired.
 pub const DEADLINE: u8 = 3;
-/// No node could be reached (or the circuit breaker refused the request without trying).
+/// No node could be reached, the connection to the node broke mid-exchange, or the circuit
+/// breaker refused the request without trying.
 pub const NO_NODE: u8 = 4;
 /// A node rejected the credentials (401) or denied permission (403).
 pub const AUTH: u8 = 5;
@@ -21,7 +22,7 @@ pub fn for_error(kind: ErrorKind) -> u8 {
         ErrorKind::Status | ErrorKind::Throttled => HTTP_ERROR,
         ErrorKind::Config | ErrorKind::InvalidRequest => USAGE,
         ErrorKind::DeadlineExceeded => DEADLINE,
-        ErrorKind::NoNodeReachable | ErrorKind::CircuitOpen => NO_NODE,
+        ErrorKind::NoNodeReachable | ErrorKind::ConnectionLost | ErrorKind::CircuitOpen => NO_NODE,
         ErrorKind::Auth => AUTH,
         // `ErrorKind` is non-exhaustive: a kind added later is a failure, never success.
         _ => HTTP_ERROR,

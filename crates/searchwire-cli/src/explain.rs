@@ -4,8 +4,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use searchwire::duration::format_duration;
-use searchwire::schedule::{compute, Capacity, ResurrectionConfig, ScheduleRow};
+use searchwire::explain::{compute, format_duration, ScheduleRow};
+use searchwire::{Capacity, ResurrectionConfig};
 use serde::Serialize;
 
 use crate::args::{Format, ResurrectionArgs, DEFAULT_TOTAL};
@@ -203,7 +203,7 @@ pub fn render_resurrection(plan: &Plan, format: Format) -> String {
 
 /// `explain defaults`: setting, value, why.
 pub fn render_defaults() -> String {
-    let body: Vec<Vec<String>> = searchwire::defaults::table()
+    let body: Vec<Vec<String>> = searchwire::explain::table()
         .into_iter()
         .map(|e| vec![e.setting.to_string(), e.value, e.why.to_string()])
         .collect();

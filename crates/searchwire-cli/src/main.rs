@@ -52,8 +52,13 @@ fn main() -> ExitCode {
             }
             Err(e) => usage_error(&["explain", "resurrection"], e),
         },
-        Command::Explain(ExplainCommand::Defaults) => {
-            output::stdout(explain::render_defaults().as_bytes());
+        Command::Explain(ExplainCommand::Defaults(a)) => {
+            let text = if a.markdown {
+                searchwire::explain::markdown_table()
+            } else {
+                explain::render_defaults()
+            };
+            output::stdout(text.as_bytes());
             exit::SUCCESS
         }
         Command::Request(a) => run_request(*a),

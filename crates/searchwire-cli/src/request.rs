@@ -124,8 +124,9 @@ async fn single(client: &Client, request: Request, trace: bool, json: bool) -> u
 /// The client for every request of this run. Errors are configuration errors (exit 2).
 fn build_client(a: &RequestArgs, auth: Auth) -> Result<Client, String> {
     let mut b = connect(&a.conn, auth)?;
-    if let Some(t) = a.timeout {
-        // An explicit flag beats the SEARCHWIRE_REQUEST_TIMEOUT environment override.
+    // `--timeout` is the deprecated old name of `--attempt-timeout` (clap refuses both).
+    if let Some(t) = a.attempt_timeout.or(a.timeout) {
+        // An explicit flag beats the SEARCHWIRE_ATTEMPT_TIMEOUT environment override.
         b = b.read_environment(false);
         b = if t.is_zero() {
             b.no_attempt_timeout()

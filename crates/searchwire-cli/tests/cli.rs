@@ -18,6 +18,7 @@ async fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut cmd = tokio::process::Command::new(BIN);
     cmd.args(args)
         .env_remove("SEARCHWIRE_REQUEST_TIMEOUT")
+        .env_remove("SEARCHWIRE_ATTEMPT_TIMEOUT")
         .env_remove("SEARCHWIRE_PASSWORD")
         .env_remove("RUST_LOG")
         .stdin(std::process::Stdio::null())
@@ -237,23 +238,26 @@ async fn deadline_with_a_hanging_node_exits_3() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempt_timeout_then_failover_succeeds() {
-    let c = cluster(2).await;
-    c.node(0).set_default(Behavior::Hang);
-    let out = run(&[
-        "request",
-        "GET",
-        "/",
-        "--url",
-        &urls(&c),
-        "--timeout",
-        "200ms",
-        "--trace-attempts",
-    ])
-    .await;
-    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
-    let lines = trace_lines(&stderr(&out));
-    let outcomes: Vec<&str> = lines.iter().filter_map(|l| l["outcome"].as_str()).collect();
-    assert_eq!(outcomes, ["timeout", "ok"]);
+    // `--attempt-timeout`, and `--timeout`, its deprecated old name.
+    for flag in ["--timeout", "--attempt-timeout"] {
+        let c = cluster(2).await;
+        c.node(0).set_default(Behavior::Hang);
+        let out = run(&[
+            "request",
+            "GET",
+            "/",
+            "--url",
+            &urls(&c),
+            flag,
+            "200ms",
+            "--trace-attempts",
+        ])
+        .await;
+        assert_eq!(code(&out), 0, "{flag}: stderr: {}", stderr(&out));
+        let lines = trace_lines(&stderr(&out));
+        let outcomes: Vec<&str> = lines.iter().filter_map(|l| l["outcome"].as_str()).collect();
+        assert_eq!(outcomes, ["timeout", "ok"], "{flag}");
+    }
 }
 
 // ---- request: usage errors ---------------------------------------------------------------
@@ -616,13 +620,10 @@ async fn explain_defaults_lists_every_setting() {
         .find(|l| l.starts_with("max_retries "))
         .unwrap_or_else(|| panic!("no max_retries row: {text}"));
     assert!(
-        max_retries.contains(&searchwire::defaults::MAX_RETRIES.to_string()),
+        max_retries.contains(&searchwire::explain::MAX_RETRIES.to_string()),
         "{max_retries}"
     );
-    assert_eq!(
-        text.lines().count(),
-        searchwire::defaults::table().len() + 1
-    );
+    assert_eq!(text.lines().count(), searchwire::explain::table().len() + 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -630,14 +631,14 @@ async fn help_states_defaults_from_the_library() {
     let out = run(&["request", "--help"]).await;
     assert_eq!(code(&out), 0);
     let text = stdout(&out);
-    let timeout = searchwire::duration::format_duration(searchwire::defaults::ATTEMPT_TIMEOUT);
-    let statuses: Vec<String> = searchwire::defaults::RETRY_ON_STATUS
+    let timeout = searchwire::explain::format_duration(searchwire::explain::ATTEMPT_TIMEOUT);
+    let statuses: Vec<String> = searchwire::explain::RETRY_ON_STATUS
         .iter()
         .map(u16::to_string)
         .collect();
     for needle in [
         format!("[default: {timeout}"),
-        format!("[default: {}]", searchwire::defaults::MAX_RETRIES),
+        format!("[default: {}]", searchwire::explain::MAX_RETRIES),
         format!("[default: {}]", statuses.join(",")),
         "SEARCHWIRE_PASSWORD".to_string(),
     ] {
@@ -942,6 +943,58 @@ async fn health_watch_serves_health_check_metrics() {
     }
     let _ = child.kill().await;
     assert!(text.contains(series), "{series} never served:\n{text}");
+}
+
+// ---- flag names: attempt timeout vs the request's timeout ---------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attempt_timeout_is_the_flag_and_timeout_its_deprecated_old_name() {
+    let out = run(&["request", "--help"]).await;
+    let help = stdout(&out);
+    assert!(help.contains("--attempt-timeout <DUR>"), "{help}");
+    assert!(
+        help.contains("Deprecated old name of --attempt-timeout"),
+        "{help}"
+    );
+    assert!(help.contains("SEARCHWIRE_ATTEMPT_TIMEOUT"), "{help}");
+    // Both names at once is a usage error.
+    let out = run(&[
+        "request",
+        "GET",
+        "/",
+        "--url",
+        "http://127.0.0.1:1",
+        "--timeout",
+        "1s",
+        "--attempt-timeout",
+        "1s",
+    ])
+    .await;
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+}
+
+// ---- docs ------------------------------------------------------------------------------------
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_doc_is_what_explain_defaults_prints() {
+    let out = run(&["explain", "defaults", "--markdown"]).await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/configuration.md"
+    ))
+    .unwrap();
+    let begin = "<!-- defaults:begin (generated from searchwire::defaults; do not edit) -->\n";
+    let (_, rest) = doc.split_once(begin).expect("begin marker");
+    let (table, _) = rest
+        .split_once("<!-- defaults:end -->")
+        .expect("end marker");
+    assert_eq!(
+        table,
+        stdout(&out),
+        "docs/configuration.md differs from `searchwire explain defaults --markdown`; \
+         regenerate with SEARCHWIRE_BLESS=1 cargo test -p searchwire --test docs"
+    );
 }
 
 // ---- hostile servers and careless input ---------------------------------------------------

@@ -87,7 +87,7 @@ fn bare_client() -> Bare {
     http.set_connect_timeout(Some(Duration::from_secs(5)));
     HyperClient::builder(TokioExecutor::new())
         .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(searchwire::defaults::POOL_IDLE_TIMEOUT)
+        .pool_idle_timeout(searchwire::explain::POOL_IDLE_TIMEOUT)
         .pool_max_idle_per_host(64)
         .build(http)
 }

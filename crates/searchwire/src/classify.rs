@@ -5,6 +5,7 @@
 //! error a caller sees — reads the kind, never the raw error again.
 
 use std::fmt;
+use std::time::Duration;
 
 use http::StatusCode;
 
@@ -125,6 +126,103 @@ impl fmt::Display for OutcomeKind {
     }
 }
 
+/// How one exchange with a node ended, before it is classified: what the user requests'
+/// attempt loop and the background requests (health checks, capability probes, the
+/// refresh, discovery) both hand to [`outcome`].
+pub(crate) enum Ended<'a> {
+    /// The request's deadline expired while the exchange was in flight.
+    DeadlineExpired,
+    /// The exchange's own time limit elapsed (the attempt timeout of a user request, the
+    /// health-check or discovery timeout of a background request).
+    TimedOut {
+        /// The limit.
+        after: Duration,
+        /// Whether it was a user request's attempt timeout (for the wording).
+        attempt: bool,
+    },
+    /// The HTTP stack failed without a complete response; `kind` is the connector's
+    /// classification ([`classify_send_error`], or `TooLarge`).
+    Failed {
+        kind: OutcomeKind,
+        cause: &'a (dyn std::error::Error + 'static),
+    },
+    /// The node answered.
+    Answered { status: StatusCode, body: &'a [u8] },
+}
+
+/// Which of three different things a 401 or 403 is. Kept apart everywhere: only a 401
+/// says something about the node's view of the credentials; a 403 is about one action or
+/// index; a 403 cluster block means the credentials were accepted and the cluster refuses
+/// writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Rejection {
+    /// 401: the credentials were rejected.
+    Credentials,
+    /// 403: the user lacks a privilege for this action.
+    Permission,
+    /// 403 `cluster_block_exception`: the cluster or index is read-only or blocked.
+    ClusterBlock,
+}
+
+impl Rejection {
+    /// The rejection an answer is, if it is one.
+    pub(crate) fn of(status: StatusCode, body: &[u8]) -> Option<Rejection> {
+        match status.as_u16() {
+            401 => Some(Rejection::Credentials),
+            403 if is_cluster_block(403, body) => Some(Rejection::ClusterBlock),
+            403 => Some(Rejection::Permission),
+            _ => None,
+        }
+    }
+}
+
+/// The classification of one exchange: its kind, which rejection a 401/403 is, and what
+/// happened in words (none for an answer).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    pub(crate) kind: OutcomeKind,
+    pub(crate) rejection: Option<Rejection>,
+    pub(crate) detail: Option<String>,
+}
+
+/// Classifies how an exchange ended. The one place that turns raw results into an
+/// [`Outcome`], for user and background requests alike.
+pub(crate) fn outcome(ended: Ended<'_>) -> Outcome {
+    let (kind, rejection, detail) = match ended {
+        Ended::DeadlineExpired => (
+            OutcomeKind::Cancelled,
+            None,
+            Some("the request's deadline expired during the attempt".to_string()),
+        ),
+        Ended::TimedOut { after, attempt } => (
+            OutcomeKind::Timeout,
+            None,
+            Some(if attempt {
+                format!(
+                    "no complete response within the attempt timeout of {}",
+                    crate::clock::duration::format_duration(after)
+                )
+            } else {
+                format!(
+                    "timed out after {}",
+                    crate::clock::duration::format_duration(after)
+                )
+            }),
+        ),
+        Ended::Failed { kind, cause } => (kind, None, Some(error_chain(cause))),
+        Ended::Answered { status, body } => (
+            OutcomeKind::from_status(status),
+            Rejection::of(status, body),
+            None,
+        ),
+    };
+    Outcome {
+        kind,
+        rejection,
+        detail,
+    }
+}
+
 /// Classifies a failure of the HTTP stack (no response) as [`OutcomeKind::Connect`] or
 /// [`OutcomeKind::Reset`].
 ///
@@ -156,6 +254,50 @@ pub(crate) fn classify_send_error(
         cur = e.source();
     }
     OutcomeKind::Reset
+}
+
+/// Renders an error and its sources on one line.
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}
+
+/// Whether a response is a 403 `cluster_block_exception`.
+pub(crate) fn is_cluster_block(status: u16, body: &[u8]) -> bool {
+    status == 403 && error_reason(body).is_some_and(|r| r.contains("cluster_block_exception"))
+}
+
+/// The `error.reason` (or `error.type`) of an OpenSearch error body, shortened.
+pub(crate) fn error_reason(body: &[u8]) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let err = v.get("error")?;
+    let text = match err {
+        serde_json::Value::String(s) => s.clone(),
+        _ => {
+            let ty = err.get("type").and_then(|t| t.as_str()).unwrap_or("");
+            let reason = err.get("reason").and_then(|t| t.as_str()).unwrap_or("");
+            match (ty.is_empty(), reason.is_empty()) {
+                (false, false) => format!("{ty}: {reason}"),
+                (false, true) => ty.to_string(),
+                (true, false) => reason.to_string(),
+                (true, true) => return None,
+            }
+        }
+    };
+    let mut t: String = text.chars().take(300).collect();
+    if text.chars().count() > 300 {
+        t.push('…');
+    }
+    Some(t)
 }
 
 #[cfg(test)]
@@ -207,5 +349,55 @@ mod tests {
         let e = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
         assert_eq!(classify_send_error(false, &e), OutcomeKind::Reset);
         assert_eq!(classify_send_error(true, &e), OutcomeKind::Connect);
+    }
+
+    #[test]
+    fn one_classification_keeps_401_403_and_cluster_blocks_apart() {
+        let answered = |status: u16, body: &str| {
+            let status = StatusCode::from_u16(status).unwrap();
+            outcome(Ended::Answered {
+                status,
+                body: body.as_bytes(),
+            })
+        };
+        let block = r#"{"error":{"type":"cluster_block_exception","reason":"index [x] blocked by: [FORBIDDEN/8/index write (api)];"},"status":403}"#;
+        let denied =
+            r#"{"error":{"type":"security_exception","reason":"no permissions"},"status":403}"#;
+        assert_eq!(answered(401, "").rejection, Some(Rejection::Credentials));
+        assert_eq!(answered(403, denied).rejection, Some(Rejection::Permission));
+        assert_eq!(
+            answered(403, block).rejection,
+            Some(Rejection::ClusterBlock)
+        );
+        assert_eq!(answered(403, block).kind, OutcomeKind::Auth);
+        assert_eq!(answered(200, "").rejection, None);
+        assert_eq!(answered(503, "").kind, OutcomeKind::Gateway);
+    }
+
+    #[test]
+    fn timeouts_and_deadlines_are_classified_with_their_wording() {
+        let t = outcome(Ended::TimedOut {
+            after: Duration::from_secs(5),
+            attempt: true,
+        });
+        assert_eq!(t.kind, OutcomeKind::Timeout);
+        assert_eq!(
+            t.detail.as_deref(),
+            Some("no complete response within the attempt timeout of 5s")
+        );
+        let bg = outcome(Ended::TimedOut {
+            after: Duration::from_secs(5),
+            attempt: false,
+        });
+        assert_eq!(bg.kind, OutcomeKind::Timeout);
+        assert_eq!(bg.detail.as_deref(), Some("timed out after 5s"));
+        assert_eq!(outcome(Ended::DeadlineExpired).kind, OutcomeKind::Cancelled);
+        let io = std::io::Error::new(std::io::ErrorKind::ConnectionReset, "reset by peer");
+        let f = outcome(Ended::Failed {
+            kind: OutcomeKind::Reset,
+            cause: &io,
+        });
+        assert_eq!(f.kind, OutcomeKind::Reset);
+        assert_eq!(f.detail.as_deref(), Some("reset by peer"));
     }
 }

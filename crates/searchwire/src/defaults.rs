@@ -85,7 +85,11 @@ pub const REDISCOVER_MIN_GAP: Duration = Duration::from_secs(10);
 /// `search_after`, scroll).
 pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
-/// The environment variable that overrides the per-attempt timeout.
+/// The environment variable that overrides the attempt timeout.
+pub const ATTEMPT_TIMEOUT_ENV: &str = "SEARCHWIRE_ATTEMPT_TIMEOUT";
+
+/// The deprecated old name of [`ATTEMPT_TIMEOUT_ENV`], still read (after it) for one release:
+/// it named a per-attempt value "request timeout".
 pub const REQUEST_TIMEOUT_ENV: &str = "SEARCHWIRE_REQUEST_TIMEOUT";
 
 /// Retry budget ratio: 0.2, so retries add at most 20 % load on top of the requests the
@@ -157,6 +161,61 @@ pub const ADAPTIVE_JITTER_MID: f64 = 1.8;
 /// The high multiplier: 3.0.
 pub const ADAPTIVE_JITTER_HIGH: f64 = 3.0;
 
+/// First exponential retry delay: 100 ms. Most transient failures of a search cluster (a
+/// node restarting a listener, a 503 while a shard relocates, a connection reset) clear
+/// within tens to hundreds of milliseconds, and the retry usually goes to a different node
+/// anyway. Waiting longer on the first retry mostly adds latency; waiting less hits the
+/// same hiccup again.
+pub const BACKOFF_BASE: Duration = Duration::from_millis(100);
+
+/// Largest exponential retry delay: 10 s. Doubling from 100 ms passes 10 s at the eighth
+/// retry. A node still failing after that is the node pool's problem (it is marked dead
+/// and resurrected on its own schedule), not the request's; sleeping longer inside one
+/// request just burns the caller's deadline.
+pub const BACKOFF_CAP: Duration = Duration::from_secs(10);
+
+/// Largest delay of a linear backoff: 30 s. Linear growth is slow, so the cap only matters
+/// for long retry budgets; 30 s matches the dead-node resurrection maximum, so a single
+/// request never waits between attempts longer than a dead node waits between checks.
+pub const LINEAR_BACKOFF_CAP: Duration = Duration::from_secs(30);
+
+/// First resurrection timeout of a dead node: 5 s. A node that just refused connections is
+/// usually restarting (a JVM takes tens of seconds); checking sooner mostly produces more
+/// refusals, while a brief network blip costs only seconds.
+pub const RESURRECT_INITIAL: Duration = Duration::from_secs(5);
+
+/// Largest resurrection timeout: 30 s, the longest a recovered node can stay out of
+/// rotation; beyond that the client runs on reduced capacity for no gain.
+pub const RESURRECT_MAX: Duration = Duration::from_secs(30);
+
+/// Failures after which the resurrection exponent stops growing: 5 (2^5 = 32 × initial).
+/// With the default initial timeout the 30 s cap is reached at the fourth failure, so the
+/// cutoff only matters when `initial` is lowered.
+pub const RESURRECT_FACTOR_CUTOFF: u32 = 5;
+
+/// Shortest resurrection timeout, used when every node is dead: 500 ms. Recovering capacity
+/// is then all that matters, but two checks per second per node is as aggressive as it gets
+/// without becoming a busy loop.
+pub const RESURRECT_MINIMUM: Duration = Duration::from_millis(500);
+
+/// Resurrection jitter, in timeouts: 0.5. Spreads the checks of clients that lost the
+/// cluster at the same moment over an extra half-timeout, so they do not return as one
+/// thundering herd of TLS handshakes.
+pub const RESURRECT_JITTER_SCALE: f64 = 0.5;
+
+/// Cores assumed for a server that has not reported `allocated_processors`: 8 (the
+/// reference's default), a common production node size and a middle guess that is neither
+/// reckless for small nodes nor timid for large ones.
+pub const SERVER_CORES: u32 = 8;
+
+/// Shortest periodic cluster-health refresh interval: 5 s. Small clusters would otherwise
+/// poll every second or two for no routing benefit.
+pub const MIN_HEALTH_REFRESH: Duration = Duration::from_secs(5);
+
+/// Longest periodic cluster-health refresh interval: 5 min. Routing and load-shedding
+/// decisions based on health older than that are stale.
+pub const MAX_HEALTH_REFRESH: Duration = Duration::from_secs(300);
+
 /// One row of the defaults table, as printed in docs and `--help`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DefaultEntry {
@@ -170,8 +229,7 @@ pub struct DefaultEntry {
 
 /// Every default of the client, for documentation and `--help`.
 pub fn table() -> Vec<DefaultEntry> {
-    use crate::duration::format_duration as d;
-    let r = crate::schedule::ResurrectionConfig::default();
+    use crate::clock::duration::format_duration as d;
     vec![
         DefaultEntry {
             setting: "max_retries",
@@ -188,8 +246,8 @@ pub fn table() -> Vec<DefaultEntry> {
             setting: "backoff",
             value: format!(
                 "exp:{}:{} (full jitter)",
-                d(crate::backoff::DEFAULT_BACKOFF_BASE),
-                d(crate::backoff::DEFAULT_BACKOFF_CAP)
+                d(BACKOFF_BASE),
+                d(BACKOFF_CAP)
             ),
             why: "retries spread out instead of stampeding a recovering node",
         },
@@ -204,7 +262,7 @@ pub fn table() -> Vec<DefaultEntry> {
             why: "an unanswered SYN is a dead path; the request was never sent",
         },
         DefaultEntry {
-            setting: "deadline",
+            setting: "timeout",
             value: "none".to_string(),
             why: "only the caller knows its SLA; set one per request or per client",
         },
@@ -227,8 +285,8 @@ pub fn table() -> Vec<DefaultEntry> {
             setting: "health_refresh",
             value: format!(
                 "on (every clamp(live × clients_per_server / health_check_rate, {}, {}); not for single-node clusters)",
-                d(crate::schedule::MIN_HEALTH_REFRESH),
-                d(crate::schedule::MAX_HEALTH_REFRESH)
+                d(MIN_HEALTH_REFRESH),
+                d(MAX_HEALTH_REFRESH)
             ),
             why: "keeps per-node cluster health current while spreading all clients' polls over the servers",
         },
@@ -294,7 +352,7 @@ pub fn table() -> Vec<DefaultEntry> {
         },
         DefaultEntry {
             setting: "max_response_bytes",
-            value: "256 MiB".to_string(),
+            value: format!("{} MiB", MAX_RESPONSE_BYTES / (1024 * 1024)),
             why: "an endless or huge body must not exhaust memory; page big reads instead",
         },
         DefaultEntry {
@@ -314,32 +372,32 @@ pub fn table() -> Vec<DefaultEntry> {
         },
         DefaultEntry {
             setting: "resurrect_initial",
-            value: d(r.initial),
+            value: d(RESURRECT_INITIAL),
             why: "first retry of a dead node, before scaling by cluster health",
         },
         DefaultEntry {
             setting: "resurrect_max",
-            value: d(r.max),
+            value: d(RESURRECT_MAX),
             why: "cap of the exponential resurrection timeout",
         },
         DefaultEntry {
             setting: "resurrect_factor_cutoff",
-            value: r.factor_cutoff.to_string(),
+            value: RESURRECT_FACTOR_CUTOFF.to_string(),
             why: "the exponent stops growing after this many failures",
         },
         DefaultEntry {
             setting: "resurrect_minimum",
-            value: d(r.minimum),
+            value: d(RESURRECT_MINIMUM),
             why: "floor: how aggressively a fully dead cluster is retried",
         },
         DefaultEntry {
             setting: "resurrect_jitter_scale",
-            value: format!("{}", r.jitter_scale),
+            value: format!("{}", RESURRECT_JITTER_SCALE),
             why: "spreads many clients' resurrection checks apart",
         },
         DefaultEntry {
             setting: "server_cores",
-            value: crate::schedule::Capacity::DEFAULT_CORES.to_string(),
+            value: SERVER_CORES.to_string(),
             why: "capacity model when discovery has not reported allocated_processors",
         },
     ]

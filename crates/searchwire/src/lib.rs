@@ -22,74 +22,69 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The modules, in the order a request flows through them: [`config`] (the validated
-//! builder, with [`defaults`] in one table), [`request`], the attempt loop in [`Client::send`]
-//! which consults the node pool (selection, dead/alive), [`classify`] (one
-//! [`OutcomeKind`] per attempt), [`retry`] (whether to retry), [`budget`] (whether the
-//! client can afford the retry), [`breaker`] (whether the cluster gets traffic at all),
-//! [`backoff`], [`class_backoff`] and [`jitter`] (how long to wait), [`observe`] and
-//! `metrics` (what happened), and [`schedule`] with the resurrection timers for dead nodes.
-//! Health checks detect per node whether the credentials may read
-//! `/_cluster/health?local=true` ([`Capability`]), refresh it periodically, and report it
-//! with [`Client::cluster_health`] and [`Client::check_all`]; a 401/403 never marks a node
-//! dead.
+//! The API is at the crate root: [`Client`] and its [`ClientBuilder`], [`Request`],
+//! [`Response`] and [`Error`] (with its [`ErrorKind`] and the [`Attempt`]s made), the
+//! policies' plain configuration ([`Backoff`], [`ClassBackoff`], [`RetryBudget`],
+//! [`BreakerConfig`], [`AdaptiveJitter`], [`ResurrectionConfig`]), and [`Observer`] with its
+//! events. [`explain`] holds what only the CLI and the docs need (the defaults table, the
+//! resurrection schedule, the duration syntax); `metrics` the built-in metrics observer.
+//!
+//! Three words keep one meaning everywhere: a request's **timeout** is its overall time
+//! budget across every attempt and backoff ([`Request::timeout`], [`ClientBuilder::timeout`]);
+//! its **deadline** is the instant that budget ends ([`Request::deadline`]); the **attempt
+//! timeout** bounds one attempt, and every retry gets a fresh one
+//! ([`Request::attempt_timeout`], [`ClientBuilder::attempt_timeout`]).
+//!
+//! Inside, one attempt loop consults small policies: classification (one [`OutcomeKind`]
+//! per attempt), a pure retry planner, the retry budget, the cluster breaker, the backoffs,
+//! the node pool and its resurrection timers. Health checks detect per node whether the
+//! credentials may read `/_cluster/health?local=true` ([`Capability`]), refresh it
+//! periodically, and report it with [`Client::cluster_health`] and [`Client::check_all`];
+//! a 401/403 never marks a node dead.
 //! See `docs/ARCHITECTURE.md`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-pub mod backoff;
-pub mod breaker;
-pub mod budget;
-mod capability;
-pub mod class_backoff;
-pub mod classify;
-mod client;
-pub mod config;
-mod conn;
-pub mod defaults;
+mod classify;
+mod clock;
+mod config;
+mod defaults;
 mod discovery;
-pub mod duration;
-mod error;
+pub mod explain;
 mod health;
-#[cfg(test)]
-mod health_tests;
-pub mod jitter;
-#[cfg(test)]
-mod loop_tests;
+mod http;
+mod message;
 #[cfg(feature = "metrics")]
-pub mod metrics;
-mod node;
-pub mod observe;
-mod pool;
-mod refresh;
-mod report;
-pub mod request;
-#[cfg(test)]
-mod resilience_tests;
-mod response;
-mod resurrect;
-pub mod retry;
-pub mod schedule;
+pub use observe::metrics;
+mod nodes;
+mod observe;
+mod policy;
+mod resurrection;
+mod shared;
+mod sync;
 #[cfg(test)]
 mod testing;
-mod window;
+mod transport;
 
-pub use backoff::{Backoff, Jitter};
-pub use breaker::{BreakerConfig, BreakerState};
-pub use budget::RetryBudget;
-pub use capability::Capability;
-pub use class_backoff::{ClassBackoff, ClassRule};
 pub use classify::OutcomeKind;
-pub use client::{Client, NodeSnapshot};
 pub use config::ClientBuilder;
 pub use discovery::DiscoveryReport;
-pub use error::{Attempt, Error, ErrorKind};
+pub use health::report::{
+    ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport,
+};
 pub use health::{ClusterHealthLocal, ClusterStatus, NodeInfo};
-pub use jitter::AdaptiveJitter;
-pub use node::{Credentials, NodeAddr};
-pub use observe::Observer;
-pub use report::{ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport};
-pub use request::{Deadline, Request};
-pub use response::Response;
-pub use retry::RetryPolicy;
-pub use schedule::{Capacity, ResurrectionConfig};
+pub use message::error::{Attempt, Error, ErrorKind};
+pub use message::request::Request;
+pub use message::response::Response;
+pub use nodes::capability::Capability;
+pub use observe::{
+    AttemptEvent, BreakerEvent, DenyReason, HealthCheckEvent, NodeEvent, Observer, RequestEvent,
+    RetryDeniedEvent, RetryEvent,
+};
+pub use policy::backoff::{Backoff, Jitter};
+pub use policy::breaker::{BreakerConfig, BreakerState};
+pub use policy::budget::RetryBudget;
+pub use policy::class_backoff::{ClassBackoff, ClassRule};
+pub use policy::load::AdaptiveJitter;
+pub use policy::schedule::{Capacity, ResurrectionConfig};
+pub use transport::client::{Client, NodeSnapshot};

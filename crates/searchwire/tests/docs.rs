@@ -10,7 +10,7 @@ const END: &str = "<!-- defaults:end -->";
 #[test]
 fn configuration_doc_matches_the_defaults_table() {
     let doc = std::fs::read_to_string(DOC).unwrap();
-    let table = searchwire::defaults::markdown_table();
+    let table = searchwire::explain::markdown_table();
     let (head, rest) = doc
         .split_once(BEGIN)
         .expect("begin marker in docs/configuration.md");

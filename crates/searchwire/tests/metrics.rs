@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
 use searchwire::metrics::MetricsObserver;
-use searchwire::observe::HealthCheckEvent;
-use searchwire::{Backoff, BreakerConfig, Client, ErrorKind, Observer, Request, RetryBudget};
+use searchwire::{
+    Backoff, BreakerConfig, Client, ErrorKind, HealthCheckEvent, Observer, Request, RetryBudget,
+};
 use searchwire_fake::{Behavior, FakeCluster, Match};
 
 fn value(text: &str, series: &str) -> f64 {

@@ -10,8 +10,7 @@ pub mod real;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use searchwire::observe::NodeEvent;
-use searchwire::Observer;
+use searchwire::{NodeEvent, Observer};
 use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::Notify;
 

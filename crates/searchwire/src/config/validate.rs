@@ -1,0 +1,137 @@
+//! The checks [`ClientBuilder::build`](crate::ClientBuilder::build) runs: every setting,
+//! the node URLs, the headers and the CA certificates, each mistake an error naming it.
+
+use std::time::Duration;
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+
+use crate::config::ClientBuilder;
+use crate::http::addr::NodeAddr;
+use crate::message::error::Error;
+
+impl ClientBuilder {
+    /// Validates everything; returns the builder, the parsed seed addresses, the default
+    /// headers (user agent, credentials, custom headers) and the extra CA roots.
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn prepare(
+        mut self,
+        env: Option<Option<Duration>>,
+    ) -> Result<
+        (
+            ClientBuilder,
+            Vec<NodeAddr>,
+            HeaderMap,
+            Vec<rustls::pki_types::CertificateDer<'static>>,
+        ),
+        Error,
+    > {
+        if let Some(o) = env {
+            self.attempt_timeout = o;
+        }
+        if self.nodes.is_empty() {
+            return Err(Error::config(
+                "no node URL given; add at least one with ClientBuilder::node (e.g. http://localhost:9200)",
+            ));
+        }
+        let mut addrs: Vec<NodeAddr> = Vec::new();
+        for raw in &self.nodes {
+            let (addr, creds) = NodeAddr::parse(raw)?;
+            if addrs.contains(&addr) {
+                return Err(Error::config(format!("node {addr} is listed twice")));
+            }
+            if let (Some(c), None) = (creds, &self.credentials) {
+                self.credentials = Some(c);
+            }
+            addrs.push(addr);
+        }
+        for s in &self.retry.retry_on_status {
+            if !(400..=599).contains(s) {
+                return Err(Error::config(format!(
+                    "retry_on_status contains {s}; only 4xx and 5xx statuses can be retried"
+                )));
+            }
+        }
+        if self.attempt_timeout.is_some_and(|d| d.is_zero()) {
+            return Err(Error::config(
+                "attempt_timeout must be positive; use no_attempt_timeout() to disable it",
+            ));
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(Error::config("connect_timeout must be positive"));
+        }
+        if self.max_response_bytes == 0 {
+            return Err(Error::config(
+                "max_response_bytes must be positive (even an error answer has a body)",
+            ));
+        }
+        if self.health_timeout.is_zero() {
+            return Err(Error::config("health_check_timeout must be positive"));
+        }
+        let jitter = self.reprobe.jitter;
+        if !jitter.is_finite() || !(0.0..1.0).contains(&jitter) {
+            return Err(Error::config(format!(
+                "health_check_jitter must be a fraction from 0 to below 1 (got {jitter})"
+            )));
+        }
+        if self.deadline.is_some_and(|d| d.is_zero()) {
+            return Err(Error::config("deadline must be positive"));
+        }
+        if self.discovery.interval.is_some_and(|d| d.is_zero()) {
+            return Err(Error::config(
+                "discover_interval must be positive; leave it unset to disable periodic discovery",
+            ));
+        }
+        if self.discovery.timeout.is_zero() {
+            return Err(Error::config("discovery_timeout must be positive"));
+        }
+        if let Some(b) = &self.budget {
+            b.validate().map_err(Error::config)?;
+        }
+        if let Some(b) = &self.breaker {
+            b.validate().map_err(Error::config)?;
+        }
+        self.class_backoff.validate().map_err(Error::config)?;
+        self.adaptive_jitter.validate().map_err(Error::config)?;
+        self.resurrection
+            .validate()
+            .map_err(|e| Error::config(format!("invalid resurrection schedule: {e}")))?;
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::USER_AGENT,
+            HeaderValue::from_static(concat!("searchwire/", env!("CARGO_PKG_VERSION"))),
+        );
+        for (k, v) in &self.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|_| Error::config(format!("default header name {k:?} is not valid")))?;
+            let mut value = HeaderValue::from_str(v).map_err(|_| {
+                Error::config(format!(
+                    "default header {k:?} has a value that is not valid in HTTP"
+                ))
+            })?;
+            if crate::message::request::is_secret_header(&name) {
+                value.set_sensitive(true);
+            }
+            headers.insert(name, value);
+        }
+        if let Some(c) = &self.credentials {
+            headers.insert(http::header::AUTHORIZATION, c.header_value()?);
+        }
+        let mut roots = Vec::new();
+        for pem in &self.ca_pem {
+            use rustls::pki_types::pem::PemObject;
+            let mut n = 0;
+            for cert in rustls::pki_types::CertificateDer::pem_slice_iter(pem) {
+                let cert = cert
+                    .map_err(|e| Error::config(format!("CA certificate PEM is malformed: {e}")))?;
+                roots.push(cert);
+                n += 1;
+            }
+            if n == 0 {
+                return Err(Error::config(
+                    "CA certificate PEM contains no CERTIFICATE block; pass the CA's PEM file",
+                ));
+            }
+        }
+        Ok((self, addrs, headers, roots))
+    }
+}

@@ -1,0 +1,366 @@
+//! A node's address (parsed and validated once) and its credentials.
+
+use std::fmt;
+
+use http::HeaderValue;
+
+use crate::message::error::Error;
+
+/// Credentials sent with every request (user requests and background checks alike).
+#[derive(Clone)]
+pub enum Credentials {
+    /// HTTP basic authentication.
+    Basic {
+        /// User name.
+        username: String,
+        /// Password.
+        password: String,
+    },
+    /// `Authorization: Bearer <token>`.
+    Bearer(String),
+}
+
+impl Credentials {
+    /// The `Authorization` header value, marked sensitive so HTTP stacks never log it.
+    pub(crate) fn header_value(&self) -> Result<HeaderValue, Error> {
+        let raw = match self {
+            Credentials::Basic { username, password } => {
+                format!(
+                    "Basic {}",
+                    base64_encode(format!("{username}:{password}").as_bytes())
+                )
+            }
+            Credentials::Bearer(t) => format!("Bearer {t}"),
+        };
+        let mut v = HeaderValue::from_str(&raw).map_err(|_| {
+            Error::config("credentials contain characters that cannot be sent in an HTTP header")
+        })?;
+        v.set_sensitive(true);
+        Ok(v)
+    }
+}
+
+impl fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Credentials::Basic { username, .. } => f
+                .debug_struct("Basic")
+                .field("username", username)
+                .field("password", &"<redacted>")
+                .finish(),
+            Credentials::Bearer(_) => f.write_str("Bearer(<redacted>)"),
+        }
+    }
+}
+
+/// Standard base64 (RFC 4648) with padding; the only use is the basic-auth header.
+fn base64_encode(input: &[u8]) -> String {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            chunk.get(1).copied().unwrap_or(0),
+            chunk.get(2).copied().unwrap_or(0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// A node's validated address: scheme, host, port and optional path prefix. Credentials
+/// embedded in the URL are split off; the address's `Display` never shows them.
+///
+/// Two addresses are equal when their URLs are. Clones share the node's connection pool.
+#[derive(Clone)]
+pub struct NodeAddr {
+    scheme: String,
+    host: String,
+    port: u16,
+    prefix: String,
+    display: std::sync::Arc<str>,
+    /// This node's keep-alive connection pool, created on first use by the connector and
+    /// dropped by `Connector::reset`. Lives with the address so the send path needs no
+    /// shared map and no lock.
+    pub(crate) conn: std::sync::Arc<crate::http::connector::ConnSlot>,
+}
+
+impl PartialEq for NodeAddr {
+    fn eq(&self, other: &NodeAddr) -> bool {
+        self.display == other.display
+    }
+}
+
+impl Eq for NodeAddr {}
+
+impl std::hash::Hash for NodeAddr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.display.hash(state);
+    }
+}
+
+impl NodeAddr {
+    /// Parses `http(s)://[user:pass@]host[:port][/prefix]`. Returns the address and the
+    /// credentials found in the URL, if any. The default port is 9200 when none is given,
+    /// as for every OpenSearch client.
+    pub fn parse(input: &str) -> Result<(NodeAddr, Option<Credentials>), Error> {
+        let trimmed = input.trim();
+        let with_scheme = if trimmed.contains("://") {
+            trimmed.to_string()
+        } else {
+            format!("http://{trimmed}")
+        };
+        let url = url::Url::parse(&with_scheme).map_err(|e| {
+            Error::config(format!(
+                "node URL {:?} is not valid ({e}); expected http(s)://host[:port][/prefix]",
+                redact_userinfo(trimmed)
+            ))
+        })?;
+        let scheme = url.scheme().to_string();
+        if scheme != "http" && scheme != "https" {
+            return Err(Error::config(format!(
+                "node URL {:?} has scheme {scheme:?}; only http and https are supported",
+                redact_userinfo(trimmed)
+            )));
+        }
+        let host = match url.host() {
+            Some(url::Host::Ipv6(a)) => format!("[{a}]"),
+            Some(h) => h.to_string(),
+            None => {
+                return Err(Error::config(format!(
+                    "node URL {:?} has no host",
+                    redact_userinfo(trimmed)
+                )))
+            }
+        };
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(Error::config(format!(
+                "node URL {:?} must not have a query or fragment",
+                redact_userinfo(trimmed)
+            )));
+        }
+        // Without an explicit port, OpenSearch's 9200 (as every OpenSearch client does);
+        // an explicit port is kept even when it is the scheme's default (`https://h:443`),
+        // which the URL parser reports as "no port".
+        let port = match url.port() {
+            Some(p) => p,
+            None if has_explicit_port(&with_scheme) => url.port_or_known_default().unwrap_or(9200),
+            None => 9200,
+        };
+        let prefix = url.path().trim_end_matches('/').to_string();
+        let creds = if !url.username().is_empty() || url.password().is_some() {
+            // Userinfo is percent-encoded (RFC 3986); `+` and `&` are literal characters
+            // there, unlike in form encoding.
+            let decode = |s: &str| {
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8_lossy()
+                    .into_owned()
+            };
+            Some(Credentials::Basic {
+                username: decode(url.username()),
+                password: decode(url.password().unwrap_or("")),
+            })
+        } else {
+            None
+        };
+        let display = format!("{scheme}://{host}:{port}{prefix}");
+        Ok((
+            NodeAddr {
+                scheme,
+                host,
+                port,
+                prefix,
+                display: display.into(),
+                conn: Default::default(),
+            },
+            creds,
+        ))
+    }
+
+    /// Builds an address from parts (used by discovery, which keeps the seed's scheme).
+    pub(crate) fn from_parts(scheme: &str, host: &str, port: u16, prefix: &str) -> NodeAddr {
+        let display = format!("{scheme}://{host}:{port}{prefix}");
+        NodeAddr {
+            scheme: scheme.to_string(),
+            host: host.to_string(),
+            port,
+            prefix: prefix.to_string(),
+            display: display.into(),
+            conn: Default::default(),
+        }
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &str {
+        &self.scheme
+    }
+
+    /// Host name or IP (IPv6 in brackets).
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// Port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Path prefix without a trailing slash (empty when none).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The URL without credentials, e.g. `http://127.0.0.1:9201`.
+    pub fn as_str(&self) -> &str {
+        &self.display
+    }
+
+    /// The URL without credentials, shared (no allocation).
+    pub(crate) fn shared(&self) -> std::sync::Arc<str> {
+        std::sync::Arc::clone(&self.display)
+    }
+
+    /// The full URI for a path and an already-encoded query string.
+    pub(crate) fn uri(&self, path: &str, query: &str) -> Result<http::Uri, Error> {
+        let mut s = String::with_capacity(self.display.len() + path.len() + query.len() + 1);
+        s.push_str(&self.display);
+        s.push_str(path);
+        if !query.is_empty() {
+            s.push(if path.contains('?') { '&' } else { '?' });
+            s.push_str(query);
+        }
+        s.parse::<http::Uri>().map_err(|e| {
+            Error::invalid_request(format!("cannot form a valid URI from path {path:?}: {e}"))
+        })
+    }
+}
+
+impl fmt::Display for NodeAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.display)
+    }
+}
+
+impl fmt::Debug for NodeAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "NodeAddr({})", self.display)
+    }
+}
+
+/// Whether the authority of `url` (scheme present) ends with `:digits`.
+fn has_explicit_port(url: &str) -> bool {
+    let after = url.split_once("://").map(|(_, r)| r).unwrap_or(url);
+    let authority = after.split(['/', '?', '#']).next().unwrap_or("");
+    let host_port = authority
+        .rsplit_once('@')
+        .map(|(_, h)| h)
+        .unwrap_or(authority);
+    match host_port.rsplit_once(':') {
+        Some((host, port)) => {
+            !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && (!host.starts_with('[') || host.ends_with(']'))
+        }
+        None => false,
+    }
+}
+
+/// Removes `user:pass@` from a URL-ish string for error messages.
+pub(crate) fn redact_userinfo(s: &str) -> String {
+    match (s.find("://"), s.rfind('@')) {
+        (Some(i), Some(j)) if j > i => format!("{}://<redacted>@{}", &s[..i], &s[j + 1..]),
+        (None, Some(j)) => format!("<redacted>@{}", &s[j + 1..]),
+        _ => s.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_urls_with_prefix_port_and_userinfo() {
+        let (a, c) = NodeAddr::parse("https://elastic:s3cr%40t@search.example:9243/es/").unwrap();
+        assert_eq!(a.as_str(), "https://search.example:9243/es");
+        assert_eq!(a.prefix(), "/es");
+        match c {
+            Some(Credentials::Basic { username, password }) => {
+                assert_eq!(username, "elastic");
+                assert_eq!(password, "s3cr@t");
+            }
+            other => panic!("{other:?}"),
+        }
+        let (a, c) = NodeAddr::parse("127.0.0.1").unwrap();
+        assert_eq!(a.as_str(), "http://127.0.0.1:9200");
+        assert!(c.is_none());
+        let (a, _) = NodeAddr::parse("http://[::1]:9201").unwrap();
+        assert_eq!(a.as_str(), "http://[::1]:9201");
+        let (a, _) = NodeAddr::parse("http://[::1]").unwrap();
+        assert_eq!(a.as_str(), "http://[::1]:9200");
+        // Reserved characters in userinfo are percent-decoded, not form-decoded.
+        match NodeAddr::parse("https://u%40corp:a+b&c%25d%3A@h:9200")
+            .unwrap()
+            .1
+        {
+            Some(Credentials::Basic { username, password }) => {
+                assert_eq!(username, "u@corp");
+                assert_eq!(password, "a+b&c%d:");
+            }
+            other => panic!("{other:?}"),
+        }
+        // An explicit default port is kept, not replaced by 9200.
+        let (a, _) = NodeAddr::parse("https://search.example:443").unwrap();
+        assert_eq!(a.as_str(), "https://search.example:443");
+        let (a, _) = NodeAddr::parse("http://u:p@h:80/x").unwrap();
+        assert_eq!(a.as_str(), "http://h:80/x");
+        let (a, _) = NodeAddr::parse("https://search.example").unwrap();
+        assert_eq!(a.as_str(), "https://search.example:9200");
+    }
+
+    #[test]
+    fn rejects_bad_urls_without_leaking_secrets() {
+        let e = NodeAddr::parse("ftp://u:hunter2@x").unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        assert!(e.to_string().contains("scheme"), "{e}");
+        let e = NodeAddr::parse("http://u:hunter2@host:99999").unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
+        assert!(NodeAddr::parse("http://h:9200/?q=1").is_err());
+    }
+
+    #[test]
+    fn basic_auth_header_and_redacted_debug() {
+        let c = Credentials::Basic {
+            username: "Aladdin".into(),
+            password: "open sesame".into(),
+        };
+        assert_eq!(
+            c.header_value().unwrap().to_str().unwrap(),
+            "Basic QWxhZGRpbjpvcGVuIHNlc2FtZQ=="
+        );
+        assert!(!format!("{c:?}").contains("sesame"));
+        assert!(!format!("{:?}", Credentials::Bearer("tok".into())).contains("tok"));
+        assert_eq!(base64_encode(b"a"), "YQ==");
+        assert_eq!(base64_encode(b"ab"), "YWI=");
+        assert_eq!(base64_encode(b""), "");
+    }
+
+    #[test]
+    fn uri_joins_prefix_path_and_query() {
+        let (a, _) = NodeAddr::parse("http://h:1/p").unwrap();
+        assert_eq!(
+            a.uri("/i/_search", "q=x").unwrap().to_string(),
+            "http://h:1/p/i/_search?q=x"
+        );
+        assert_eq!(
+            a.uri("/i?pretty", "q=x").unwrap().to_string(),
+            "http://h:1/p/i?pretty&q=x"
+        );
+    }
+}

@@ -1,0 +1,202 @@
+//! The HTTP layer: one keep-alive connection pool per node, TLS with a custom CA, and the
+//! one operation the transport loop needs — send a request and read the whole response.
+//!
+//! Each node has its own pool, and [`Connector::reset`] throws a node's pool away. The
+//! transport loop calls it after an attempt timed out or was reset, so the retry never goes
+//! over a connection that may be stalled (opensearch-go reuses a timed-out HTTP/2
+//! connection for the retry; we never do).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+
+use crate::classify::{classify_send_error, OutcomeKind};
+use crate::http::addr::NodeAddr;
+use crate::message::error::{BoxError, Error};
+
+/// A complete response as read off the wire.
+pub(crate) struct RawResponse {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub body: Bytes,
+}
+
+/// Why sending failed without a response: the kind (connect or reset) and the cause.
+pub(crate) struct SendError {
+    pub kind: OutcomeKind,
+    pub source: BoxError,
+}
+
+pub(crate) type SendFuture = Pin<Box<dyn Future<Output = Result<RawResponse, SendError>> + Send>>;
+
+/// Sends one request to one node. The transport loop owns timeouts and retries; a
+/// connector only moves bytes and tells connect failures from mid-exchange failures.
+pub(crate) trait Connector: Send + Sync + 'static {
+    /// Sends `req` to `node` and reads the whole response body.
+    fn send(&self, node: &NodeAddr, req: http::Request<Full<Bytes>>) -> SendFuture;
+    /// Drops every pooled connection to `node`; the next request opens a fresh one.
+    fn reset(&self, node: &NodeAddr);
+
+    /// After an exchange with `node` that ended as `kind`, user or background: a
+    /// connection that timed out or broke is never reused — the node's pool is dropped,
+    /// so the next request (a retry, the next check) opens a fresh connection.
+    fn after(&self, node: &NodeAddr, kind: OutcomeKind) {
+        if kind.marks_node_dead() {
+            self.reset(node);
+        }
+    }
+}
+
+/// Connection settings shared by every node's pool.
+#[derive(Clone, Debug)]
+pub(crate) struct ConnSettings {
+    pub connect_timeout: Duration,
+    pub pool_idle_timeout: Duration,
+    pub pool_max_idle_per_node: usize,
+    /// Largest response body read; a larger one fails the attempt as `TooLarge`.
+    pub max_response_bytes: usize,
+    /// Extra trusted roots (DER), from the user's CA PEM.
+    pub extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+    /// Trust the operating system's roots too.
+    pub native_roots: bool,
+}
+
+type Https = hyper_rustls::HttpsConnector<HttpConnector>;
+/// One node's keep-alive connections (not to be confused with the node pool, `nodes::pool::Pool`).
+type Connections = HyperClient<Https, Full<Bytes>>;
+
+/// Where a node's connection pool lives (inside its [`NodeAddr`]): empty until the first
+/// request, emptied again by [`Connector::reset`]. Loading it is lock-free.
+pub(crate) type ConnSlot = arc_swap::ArcSwapOption<Connections>;
+
+/// The production connector: hyper 1 over rustls, one pool per node.
+pub(crate) struct HyperConnector {
+    settings: ConnSettings,
+    https: Https,
+}
+
+impl HyperConnector {
+    pub(crate) fn new(settings: ConnSettings) -> Result<HyperConnector, Error> {
+        let mut roots = rustls::RootCertStore::empty();
+        if settings.native_roots {
+            let loaded = rustls_native_certs::load_native_certs();
+            for cert in loaded.certs {
+                // A malformed system certificate is skipped, as every TLS client does.
+                let _ = roots.add(cert);
+            }
+        }
+        for cert in &settings.extra_roots {
+            roots.add(cert.clone()).map_err(|e| {
+                Error::config(format!(
+                    "the CA certificate cannot be used as a trust anchor: {e}"
+                ))
+            })?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::config(format!("TLS setup failed: {e}")))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let mut http = HttpConnector::new();
+        http.enforce_http(false);
+        http.set_nodelay(true);
+        http.set_connect_timeout(Some(settings.connect_timeout));
+        let https = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(http);
+        Ok(HyperConnector { settings, https })
+    }
+
+    fn new_pool(&self) -> Arc<Connections> {
+        Arc::new(
+            HyperClient::builder(TokioExecutor::new())
+                .pool_timer(TokioTimer::new())
+                .pool_idle_timeout(self.settings.pool_idle_timeout)
+                .pool_max_idle_per_host(self.settings.pool_max_idle_per_node)
+                .build(self.https.clone()),
+        )
+    }
+}
+
+impl Connector for HyperConnector {
+    fn send(&self, node: &NodeAddr, req: http::Request<Full<Bytes>>) -> SendFuture {
+        let max = self.settings.max_response_bytes;
+        let fut = {
+            let guard = node.conn.load();
+            match &*guard {
+                Some(pool) => pool.request(req),
+                None => {
+                    // First use (or first after a reset). Two racing requests may each
+                    // create a pool; the last store wins and the other is dropped once its
+                    // request finishes. Harmless, and it keeps the hot path lock-free.
+                    let pool = self.new_pool();
+                    node.conn.store(Some(Arc::clone(&pool)));
+                    pool.request(req)
+                }
+            }
+        };
+        Box::pin(async move {
+            let resp = fut.await.map_err(|e| {
+                let kind = classify_send_error(e.is_connect(), &e);
+                SendError {
+                    kind,
+                    source: Box::new(e),
+                }
+            })?;
+            let (parts, body) = resp.into_parts();
+            let too_large = |what: String| SendError {
+                kind: OutcomeKind::TooLarge,
+                source: format!("{what}, more than the limit of {max} bytes (max_response_bytes)")
+                    .into(),
+            };
+            // A declared length over the limit fails at once, without reading a byte.
+            let declared = parts
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok());
+            if let Some(len) = declared.filter(|&l| l > max as u64) {
+                return Err(too_large(format!("the response declares {len} bytes")));
+            }
+            // Reading the body is part of the attempt: a body that stalls half-way is a
+            // timeout, one that breaks off is a reset, one that outgrows the limit is
+            // abandoned (dropping it closes the connection).
+            let body = http_body_util::Limited::new(body, max)
+                .collect()
+                .await
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        too_large("the response body grew".to_string())
+                    } else {
+                        SendError {
+                            kind: OutcomeKind::Reset,
+                            source: e,
+                        }
+                    }
+                })?
+                .to_bytes();
+            Ok(RawResponse {
+                status: parts.status,
+                headers: parts.headers,
+                body,
+            })
+        })
+    }
+
+    fn reset(&self, node: &NodeAddr) {
+        // Dropping our handle drops the pool's idle connections once in-flight requests
+        // holding it finish; new requests get a new, empty pool.
+        node.conn.store(None);
+    }
+}

@@ -1,0 +1,4 @@
+//! HTTP: node addresses and credentials, and the connector that sends one request.
+
+pub(crate) mod addr;
+pub(crate) mod connector;

@@ -1,0 +1,341 @@
+//! What a caller asks for: method, path, query, headers, a replayable body, and the
+//! per-request timing and idempotency knobs.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{HeaderMap, HeaderName, HeaderValue, Method};
+
+use crate::message::error::Error;
+
+/// Overall time limit of one request, across every attempt and backoff.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deadline {
+    /// A time budget measured from the moment the request is sent.
+    Within(Duration),
+    /// An absolute instant on the client's clock.
+    At(tokio::time::Instant),
+}
+
+/// One logical request. Cheap to clone; its body is reference-counted so every retry
+/// replays it without copying. Its `Debug` shows header names, never their values.
+#[derive(Clone)]
+pub struct Request {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) query: Vec<(String, String)>,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Option<Bytes>,
+    pub(crate) attempt_timeout: Option<Duration>,
+    pub(crate) deadline: Option<Deadline>,
+    pub(crate) idempotent: Option<bool>,
+    pub(crate) error: Option<String>,
+}
+
+impl std::fmt::Debug for Request {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.keys().map(|k| k.as_str()).collect();
+        f.debug_struct("Request")
+            .field("method", &self.method)
+            .field("path", &self.path)
+            .field(
+                "query_keys",
+                &self.query.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .field("headers", &names)
+            .field("body_len", &self.body.as_ref().map(|b| b.len()))
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("deadline", &self.deadline)
+            .field("idempotent", &self.idempotent)
+            .finish()
+    }
+}
+
+/// Whether a header carries a secret: its value is marked sensitive (HTTP stacks never log
+/// it) and never printed.
+pub(crate) fn is_secret_header(name: &HeaderName) -> bool {
+    let n = name.as_str();
+    n == "authorization"
+        || n == "proxy-authorization"
+        || n == "cookie"
+        || n.contains("token")
+        || n.contains("secret")
+        || n.contains("password")
+        || n.contains("api-key")
+        || n.contains("apikey")
+}
+
+/// POST endpoints that only read, and are therefore safe to retry after a timeout or reset.
+const READ_ONLY_POST_ENDPOINTS: &[&str] = &[
+    "_search",
+    "_count",
+    "_msearch",
+    "_mget",
+    "_search_shards",
+    "_field_caps",
+    "_validate",
+    "_explain",
+    "_termvectors",
+    "_mtermvectors",
+    "_rank_eval",
+];
+
+impl Request {
+    /// A request with any method.
+    pub fn new(method: Method, path: impl Into<String>) -> Request {
+        Request {
+            method,
+            path: path.into(),
+            query: Vec::new(),
+            headers: HeaderMap::new(),
+            body: None,
+            attempt_timeout: None,
+            deadline: None,
+            idempotent: None,
+            error: None,
+        }
+    }
+
+    /// `GET path`.
+    pub fn get(path: impl Into<String>) -> Request {
+        Request::new(Method::GET, path)
+    }
+
+    /// `HEAD path`.
+    pub fn head(path: impl Into<String>) -> Request {
+        Request::new(Method::HEAD, path)
+    }
+
+    /// `POST path`.
+    pub fn post(path: impl Into<String>) -> Request {
+        Request::new(Method::POST, path)
+    }
+
+    /// `PUT path`.
+    pub fn put(path: impl Into<String>) -> Request {
+        Request::new(Method::PUT, path)
+    }
+
+    /// `DELETE path`.
+    pub fn delete(path: impl Into<String>) -> Request {
+        Request::new(Method::DELETE, path)
+    }
+
+    /// Adds a query parameter (percent-encoded when sent).
+    pub fn query(mut self, key: impl Into<String>, value: impl Into<String>) -> Request {
+        self.query.push((key.into(), value.into()));
+        self
+    }
+
+    /// Adds a header. An invalid name or value makes [`Client::send`](crate::Client::send)
+    /// fail with [`ErrorKind::InvalidRequest`](crate::ErrorKind::InvalidRequest) before any
+    /// network traffic.
+    pub fn header(mut self, name: &str, value: &str) -> Request {
+        match (
+            HeaderName::from_bytes(name.as_bytes()),
+            HeaderValue::from_str(value),
+        ) {
+            (Ok(n), Ok(mut v)) => {
+                if is_secret_header(&n) {
+                    v.set_sensitive(true);
+                }
+                self.headers.append(n, v);
+            }
+            _ => {
+                self.error.get_or_insert_with(|| {
+                    format!("invalid header {name:?}: not a valid HTTP header name or value")
+                });
+            }
+        }
+        self
+    }
+
+    /// Sets a JSON body (and `Content-Type: application/json`).
+    pub fn json<T: serde::Serialize + ?Sized>(mut self, value: &T) -> Request {
+        match serde_json::to_vec(value) {
+            Ok(v) => self.body_with_type(Bytes::from(v), "application/json"),
+            Err(e) => {
+                self.error.get_or_insert_with(|| {
+                    format!("request body is not serializable as JSON: {e}")
+                });
+                self
+            }
+        }
+    }
+
+    /// Sets a raw body with the given content type.
+    pub fn body_with_type(mut self, body: impl Into<Bytes>, content_type: &str) -> Request {
+        self.body = Some(body.into());
+        if let Ok(v) = HeaderValue::from_str(content_type) {
+            self.headers.insert(http::header::CONTENT_TYPE, v);
+        }
+        self
+    }
+
+    /// Sets a raw body; sets `Content-Type: application/json` unless one is set already
+    /// (OpenSearch rejects bodies without a content type).
+    pub fn body(mut self, body: impl Into<Bytes>) -> Request {
+        self.body = Some(body.into());
+        if !self.headers.contains_key(http::header::CONTENT_TYPE) {
+            self.headers.insert(
+                http::header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+        }
+        self
+    }
+
+    /// The attempt timeout of this request: bounds each round trip, including reading the
+    /// body. Each retry gets a fresh one. Overrides the client's default.
+    pub fn attempt_timeout(mut self, timeout: Duration) -> Request {
+        self.attempt_timeout = Some(timeout);
+        self
+    }
+
+    /// The request's timeout: its overall time budget, measured from
+    /// [`Client::send`](crate::Client::send), bounding every attempt and backoff together
+    /// (the request's deadline is then `send` + `budget`).
+    ///
+    /// The deadline *cancels*; it does not fail over. When it fires during an attempt, the
+    /// attempt is `Cancelled` and the node is not marked dead (the caller's budget says
+    /// nothing about the node). For a hung node to be detected, marked dead and skipped
+    /// *within* the budget, set an attempt timeout shorter than the budget (for example a
+    /// third of it): the attempt timeout is the client's own judgment of the node.
+    pub fn timeout(mut self, budget: Duration) -> Request {
+        self.deadline = Some(Deadline::Within(budget));
+        self
+    }
+
+    /// The request's deadline: the instant, on the client's (tokio) clock, by which the
+    /// whole request must end (the same bound as [`timeout`](Self::timeout), given as an
+    /// instant).
+    pub fn deadline(mut self, at: tokio::time::Instant) -> Request {
+        self.deadline = Some(Deadline::At(at));
+        self
+    }
+
+    /// Marks the request as safe (or unsafe) to send twice. By default GET, HEAD, PUT,
+    /// DELETE and OPTIONS are idempotent, and POST is idempotent only for read-only
+    /// endpoints (`_search`, `_count`, `_msearch`, `_mget`, ...).
+    pub fn idempotent(mut self, yes: bool) -> Request {
+        self.idempotent = Some(yes);
+        self
+    }
+
+    /// The method.
+    pub fn method(&self) -> &Method {
+        &self.method
+    }
+
+    /// The path, as given.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The body, if any.
+    pub fn body_bytes(&self) -> Option<&Bytes> {
+        self.body.as_ref()
+    }
+
+    /// Whether the request may be sent again after an ambiguous failure (timeout, reset).
+    pub fn is_idempotent(&self) -> bool {
+        if let Some(v) = self.idempotent {
+            return v;
+        }
+        match self.method {
+            Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS => true,
+            Method::POST => self
+                .path
+                .split('?')
+                .next()
+                .unwrap_or("")
+                .split('/')
+                .rfind(|s| !s.is_empty())
+                .is_some_and(|last| READ_ONLY_POST_ENDPOINTS.contains(&last)),
+            _ => false,
+        }
+    }
+
+    /// The index named by the path, if its first segment is not an API endpoint
+    /// (`/logs-2026/_search` → `logs-2026`). Used for logs.
+    pub fn index(&self) -> Option<&str> {
+        let first = self.path.trim_start_matches('/').split(['/', '?']).next()?;
+        if first.is_empty() || first.starts_with('_') {
+            None
+        } else {
+            Some(first)
+        }
+    }
+
+    pub(crate) fn validate(&self) -> Result<(), Error> {
+        if let Some(e) = &self.error {
+            return Err(Error::invalid_request(e.clone()));
+        }
+        if !self.path.starts_with('/') {
+            return Err(Error::invalid_request(format!(
+                "request path {:?} must start with '/'",
+                self.path
+            )));
+        }
+        if self.path.chars().any(|c| c.is_control() || c == ' ') {
+            return Err(Error::invalid_request(format!(
+                "request path {:?} contains spaces or control characters; percent-encode them",
+                self.path
+            )));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idempotency_defaults() {
+        assert!(Request::get("/").is_idempotent());
+        assert!(Request::head("/i").is_idempotent());
+        assert!(Request::put("/i/_doc/1").is_idempotent());
+        assert!(Request::delete("/i").is_idempotent());
+        assert!(!Request::post("/i/_doc").is_idempotent());
+        assert!(!Request::post("/_bulk").is_idempotent());
+        assert!(Request::post("/i/_search").is_idempotent());
+        assert!(Request::post("/_search?scroll=1m").is_idempotent());
+        assert!(Request::post("/i/_count").is_idempotent());
+        assert!(Request::post("/_msearch").is_idempotent());
+        assert!(Request::post("/i/_mget").is_idempotent());
+        assert!(Request::post("/_bulk").idempotent(true).is_idempotent());
+        assert!(!Request::get("/").idempotent(false).is_idempotent());
+    }
+
+    #[test]
+    fn debug_never_shows_header_values_or_the_body() {
+        let r = Request::post("/i/_doc")
+            .header("Authorization", "Bearer s3cret")
+            .header("x-api-key", "k3y")
+            .body("{\"password\":\"p4ss\"}");
+        let d = format!("{r:?}");
+        for secret in ["s3cret", "k3y", "p4ss"] {
+            assert!(!d.contains(secret), "{d}");
+        }
+        assert!(d.contains("authorization"), "{d}");
+        assert!(r.headers.get("authorization").unwrap().is_sensitive());
+    }
+
+    #[test]
+    fn index_from_path() {
+        assert_eq!(Request::get("/logs/_search").index(), Some("logs"));
+        assert_eq!(Request::get("/logs?pretty").index(), Some("logs"));
+        assert_eq!(Request::get("/_cluster/health").index(), None);
+        assert_eq!(Request::get("/").index(), None);
+    }
+
+    #[test]
+    fn invalid_input_is_reported_before_sending() {
+        assert!(Request::get("no-slash").validate().is_err());
+        assert!(Request::get("/a b").validate().is_err());
+        let r = Request::get("/").header("bad header", "v");
+        let e = r.validate().unwrap_err();
+        assert!(e.to_string().contains("bad header"), "{e}");
+    }
+}

@@ -1,0 +1,71 @@
+//! What came back: status, headers, body, which node answered, and the attempts it took.
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+
+use crate::message::error::{Attempt, Error, ErrorKind};
+
+/// A complete HTTP response (the body is read in full within the attempt timeout).
+#[derive(Clone)]
+pub struct Response {
+    pub(crate) status: StatusCode,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Bytes,
+    pub(crate) node: std::sync::Arc<str>,
+    pub(crate) attempts: Vec<Attempt>,
+}
+
+impl Response {
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The response headers.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The body bytes.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// The body as UTF-8 text (lossy).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// Parses the body as JSON. A body that is not the expected JSON gives an error that
+    /// names the node and the parse failure.
+    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
+        serde_json::from_slice(&self.body).map_err(|e| {
+            Error::new(
+                ErrorKind::Decode,
+                format!("response from {} is not the expected JSON: {e}", self.node),
+            )
+            .with_source(e)
+        })
+    }
+
+    /// The URL (without credentials) of the node that produced this response.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// Every attempt made for this request, the last one being this response.
+    pub fn attempts(&self) -> &[Attempt] {
+        &self.attempts
+    }
+}
+
+impl std::fmt::Debug for Response {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Response")
+            .field("status", &self.status)
+            .field("node", &self.node)
+            .field("body_len", &self.body.len())
+            .field("attempts", &self.attempts.len())
+            .finish()
+    }
+}

@@ -1,0 +1,5 @@
+//! The node pool: each node's state (alive or dead, failures, capability) and selection.
+
+pub(crate) mod capability;
+pub(crate) mod info;
+pub(crate) mod pool;

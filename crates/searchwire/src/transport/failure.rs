@@ -1,0 +1,144 @@
+//! The error a caller sees when a request fails: what happened and what to do.
+
+use std::time::Duration;
+
+use crate::classify::OutcomeKind;
+use crate::classify::{error_reason, Rejection};
+use crate::message::error::{Attempt, Error, ErrorKind};
+use crate::message::request::Request;
+use crate::message::response::Response;
+use crate::nodes::pool::PoolNode;
+use crate::policy::retry::NoRetry;
+use crate::transport::run::AttemptResult;
+
+/// The note of a retry refused because the cluster breaker is open.
+pub(super) const BREAKER_NOTE: &str =
+    "not retried: the cluster circuit breaker is open (most recent attempts failed)";
+
+/// The error of a request the cluster breaker refused before anything was sent.
+pub(super) fn circuit_open_error(request: &Request, reason: &str, retry_in: Duration) -> Error {
+    let when = if retry_in.is_zero() {
+        "probes are in flight".to_string()
+    } else {
+        format!(
+            "the next probe may go in {}",
+            crate::clock::duration::format_duration(retry_in)
+        )
+    };
+    Error::new(
+        ErrorKind::CircuitOpen,
+        format!(
+            "the cluster circuit breaker is open ({reason}); {} {} was refused without being sent — {when}",
+            request.method, request.path
+        ),
+    )
+}
+
+/// Turns the last attempt into the error the caller sees, with a message that says what
+/// happened and what to do.
+pub(super) fn final_error(
+    request: &Request,
+    node: &PoolNode,
+    result: AttemptResult,
+    attempts: Vec<Attempt>,
+    why: NoRetry,
+    note: Option<String>,
+) -> Error {
+    let n = attempts.len();
+    let what = format!("{} {}", request.method, request.path);
+    let suffix = match (why, &note) {
+        (_, Some(note)) => format!("; {note}"),
+        (NoRetry::NotIdempotent, None) => format!(
+            "; not retried because {what} may have been processed and is not idempotent (mark it with Request::idempotent(true) if it is safe to repeat)"
+        ),
+        (NoRetry::Exhausted, None) if n > 1 => format!("; gave up after {n} attempts"),
+        _ => String::new(),
+    };
+    let (kind, message) = match (&result.raw, result.kind) {
+        (Some(raw), OutcomeKind::Auth) => {
+            let reason = error_reason(&raw.body);
+            if result.rejection == Some(Rejection::Credentials) {
+                (ErrorKind::Auth, format!(
+                    "node {} rejected the credentials (401) for {what} — check the username/password or token; the node is reachable and was not marked dead",
+                    node.addr
+                ))
+            } else if result.rejection == Some(Rejection::ClusterBlock) {
+                // The credentials were accepted; the cluster refuses writes. Not an auth
+                // problem for the operator to fix in the client's configuration.
+                (ErrorKind::Status, format!(
+                    "node {} refused {what} because of a cluster block (403: {}) — the cluster or index is read-only or blocked, e.g. by a full disk; the node is reachable and was not marked dead",
+                    node.addr,
+                    reason.unwrap_or_default()
+                ))
+            } else {
+                (ErrorKind::Auth, format!(
+                    "node {} denied permission (403) for {what}{} — the user lacks a privilege for this action; the node is reachable and was not marked dead",
+                    node.addr,
+                    reason.map(|r| format!(": {r}")).unwrap_or_default()
+                ))
+            }
+        }
+        (Some(raw), OutcomeKind::Throttled) => (
+            ErrorKind::Throttled,
+            format!(
+                "node {} is throttling requests (429) for {what}{} — reduce the request rate or concurrency",
+                node.addr,
+                error_reason(&raw.body).map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+        ),
+        (Some(raw), _) => (
+            ErrorKind::Status,
+            format!(
+                "node {} answered {} for {what}{}",
+                node.addr,
+                raw.status,
+                error_reason(&raw.body).map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+        ),
+        (None, OutcomeKind::TooLarge) => (
+            ErrorKind::ResponseTooLarge,
+            format!(
+                "node {} sent too large a response for {what} ({}) — ask for less (size, _source filtering, search_after or scroll) or raise ClientBuilder::max_response_bytes; the node was not marked dead",
+                node.addr,
+                result.detail.clone().unwrap_or_default()
+            ),
+        ),
+        (None, OutcomeKind::Reset) => (
+            ErrorKind::ConnectionLost,
+            format!(
+                "node {} was reached, but the connection broke during {what} ({}) — the request may have been processed; check the node's logs",
+                node.addr,
+                result.detail.clone().unwrap_or_default()
+            ),
+        ),
+        (None, kind) => {
+            let detail = result.detail.clone().unwrap_or_default();
+            let advice = match kind {
+                OutcomeKind::Connect => "check that the cluster is running and the URLs are right",
+                OutcomeKind::Timeout => "the node may be overloaded or paused; raise the attempt timeout if the request is legitimately slow",
+                _ => "the connection broke mid-exchange; check the node's logs",
+            };
+            (
+                ErrorKind::NoNodeReachable,
+                format!(
+                    "no node reachable for {what}: last attempt to {} failed ({kind}: {detail}) — {advice}",
+                    node.addr
+                ),
+            )
+        }
+    };
+    let mut err = Error::new(kind, format!("{message}{suffix}")).with_attempts(attempts);
+    if let Some(source) = result.source {
+        err = err.with_source(source);
+    }
+    if let Some(raw) = result.raw {
+        err = err.with_response(Response {
+            status: raw.status,
+            headers: raw.headers,
+            body: raw.body,
+            node: node.addr.shared(),
+            attempts: Vec::new(),
+        });
+    }
+    err
+}

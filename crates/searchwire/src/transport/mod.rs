@@ -1,0 +1,8 @@
+//! The client and its one attempt loop.
+
+mod build;
+pub(crate) mod client;
+mod failure;
+mod run;
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,582 @@
+//! The attempt loop: one request's attempts, from the first to the response or the error.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::Full;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::classify::{self, Ended, Outcome, OutcomeKind, Rejection};
+use crate::http::addr::NodeAddr;
+use crate::http::connector::RawResponse;
+use crate::message::error::{Attempt, AttemptTimedOut, BoxError, Error, ErrorKind};
+use crate::message::request::{Deadline, Request};
+use crate::message::response::Response;
+use crate::nodes::pool::PoolNode;
+use crate::observe::{AttemptEvent, BreakerEvent, DenyReason, RetryDeniedEvent, RetryEvent};
+use crate::policy::breaker::{Admission, BreakerState, Change, ProbeSlot, Verdict};
+use crate::policy::plan::{Decision, Delay, Facts, Gate, Stop};
+use crate::policy::retry::NoRetry;
+use crate::shared::Inner;
+use crate::sync::lock;
+use crate::transport::failure::{circuit_open_error, final_error, BREAKER_NOTE};
+
+/// Per-request retry bookkeeping, consulted and updated by [`plan_retry`].
+pub(super) struct RetryState {
+    pub(super) idempotent: bool,
+    /// The previous backoff (decorrelated jitter grows from it).
+    pub(super) prev_delay: Duration,
+    /// Retries made so far, per outcome kind (for class backoff rules).
+    pub(super) class_retries: Vec<(OutcomeKind, u32)>,
+}
+
+/// The outcome of one attempt, before it is turned into a record.
+pub(super) struct AttemptResult {
+    pub(super) kind: OutcomeKind,
+    /// Which rejection a 401/403 is.
+    pub(super) rejection: Option<Rejection>,
+    pub(super) raw: Option<RawResponse>,
+    pub(super) detail: Option<String>,
+    /// The transport failure's cause, kept for the error's `source()` chain.
+    pub(super) source: Option<BoxError>,
+}
+
+/// The request's deadline: its own (an instant, or its timeout from `start`), else the
+/// client's default timeout from `start`, else none.
+pub(super) fn effective_deadline(
+    inner: &Inner,
+    request: &Request,
+    start: Instant,
+) -> Option<Instant> {
+    match request.deadline {
+        Some(Deadline::At(at)) => Some(at),
+        // A budget too large to represent as an instant is no deadline at all.
+        Some(Deadline::Within(d)) => start.checked_add(d),
+        None => inner.deadline.and_then(|d| start.checked_add(d)),
+    }
+}
+
+/// The HTTP request of one attempt to `node`: the client's default headers, then the
+/// request's own.
+pub(super) fn build_http(
+    inner: &Inner,
+    request: &Request,
+    node: &NodeAddr,
+    query: &str,
+) -> Result<http::Request<Full<Bytes>>, Error> {
+    let uri = node.uri(&request.path, query)?;
+    let mut headers = inner.headers.clone();
+    for (k, v) in request.headers.iter() {
+        headers.insert(k, v.clone());
+    }
+    let body = request.body.clone().unwrap_or_default();
+    let mut req = http::Request::new(Full::new(body));
+    *req.method_mut() = request.method.clone();
+    *req.uri_mut() = uri;
+    *req.headers_mut() = headers;
+    Ok(req)
+}
+
+/// The attempt loop of one request (see `docs/ARCHITECTURE.md`, "The request flow").
+pub(super) async fn execute(
+    inner: &Arc<Inner>,
+    request: &Request,
+    request_id: u64,
+    start: Instant,
+) -> Result<Response, Error> {
+    let deadline = effective_deadline(inner, request, start);
+    let attempt_timeout = request.attempt_timeout.or(inner.attempt_timeout);
+    let query = encode_query(&request.query);
+    let mut attempts: Vec<Attempt> = Vec::new();
+    // Nodes already tried by this request, so retries prefer other nodes. Inline (no
+    // allocation on the hot path); past 8 attempts older entries are forgotten, which
+    // only means a retry may revisit a node.
+    let mut tried = [0usize; 8];
+    let mut plan = RetryState {
+        idempotent: request.is_idempotent(),
+        prev_delay: Duration::ZERO,
+        class_retries: Vec::new(),
+    };
+    // The breaker's admission of the next attempt: asked once per attempt — before the
+    // first, and for each retry before its backoff is slept (see `policy::plan`).
+    let mut admitted: Option<Option<ProbeSlot<'_>>> = None;
+
+    if deadline.is_some_and(|d| d <= start) {
+        return Err(Error::new(
+            ErrorKind::DeadlineExceeded,
+            "the request's deadline had already passed; nothing was sent",
+        ));
+    }
+
+    loop {
+        let number = attempts.len() as u32 + 1;
+        let probe = match admitted.take() {
+            Some(probe) => probe,
+            None => match admit(inner) {
+                Ok(probe) => probe,
+                Err(retry_in) => {
+                    let reason = inner
+                        .breaker
+                        .as_ref()
+                        .map(|b| b.reason())
+                        .unwrap_or_default();
+                    return Err(circuit_open_error(request, &reason, retry_in));
+                }
+            },
+        };
+        if number == 1 {
+            if let Some(budget) = &inner.budget {
+                budget.deposit(Instant::now());
+            }
+        }
+        let seen = (number as usize - 1).min(tried.len());
+        let Some(node) = inner.pool.select(&tried[..seen]) else {
+            return Err(Error::new(
+                ErrorKind::NoNodeReachable,
+                "no node reachable: no node is alive and none has ever answered",
+            )
+            .with_attempts(attempts));
+        };
+        tried[(number as usize - 1) % 8] = crate::nodes::pool::node_key(&node);
+        let http_req = build_http(inner, request, &node.addr, &query)?;
+        let (result, elapsed) = run_attempt(
+            inner,
+            request,
+            request_id,
+            &node,
+            http_req,
+            number,
+            attempt_timeout,
+            deadline,
+        )
+        .await;
+        let status = result.raw.as_ref().map(|r| r.status);
+        if let Some(breaker) = &inner.breaker {
+            let verdict = Verdict::of(result.kind);
+            let now = Instant::now();
+            let change = match probe {
+                Some(slot) => slot.record(now, verdict),
+                None => breaker.record(now, verdict, false),
+            };
+            breaker_changed(inner, change);
+        }
+        crate::health::effects::apply_attempt(
+            inner,
+            &node,
+            result.kind,
+            result.rejection,
+            status,
+            result.detail.as_deref(),
+        );
+        attempts.push(Attempt {
+            number,
+            node: node.addr.shared(),
+            outcome: result.kind,
+            status,
+            elapsed,
+            backoff: Duration::ZERO,
+            detail: result.detail.clone(),
+        });
+
+        match (result.kind, result.raw) {
+            (OutcomeKind::Success, Some(raw)) => {
+                return Ok(Response {
+                    status: raw.status,
+                    headers: raw.headers,
+                    body: raw.body,
+                    node: node.addr.shared(),
+                    attempts,
+                });
+            }
+            (OutcomeKind::Cancelled, _) => {
+                let total = deadline
+                    .map(|d| d.saturating_duration_since(start))
+                    .unwrap_or_default();
+                return Err(Error::new(
+                    ErrorKind::DeadlineExceeded,
+                    format!(
+                        "deadline of {} exceeded after {} attempt(s); the last attempt to {} was cancelled (the node was not marked dead)",
+                        crate::clock::duration::format_duration(total),
+                        attempts.len(),
+                        node.addr
+                    ),
+                )
+                .with_attempts(attempts));
+            }
+            (kind, raw) => {
+                let result = AttemptResult {
+                    kind,
+                    rejection: result.rejection,
+                    raw,
+                    detail: result.detail,
+                    source: result.source,
+                };
+                let (delay, probe) = match plan_retry(
+                    inner, request, request_id, &node, &result, number, deadline, &mut plan,
+                ) {
+                    Ok(next) => next,
+                    Err((why, note)) => {
+                        return Err(final_error(request, &node, result, attempts, why, note));
+                    }
+                };
+                if let Some(last) = attempts.last_mut() {
+                    last.backoff = delay;
+                }
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                admitted = Some(probe);
+            }
+        }
+    }
+}
+
+/// One attempt on `node`: sends, bounded by the attempt timeout and the deadline,
+/// classifies the outcome, and reports it (span, log, observer). Returns the
+/// classified result and how long the attempt took.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn run_attempt(
+    inner: &Inner,
+    request: &Request,
+    request_id: u64,
+    node: &PoolNode,
+    http_req: http::Request<Full<Bytes>>,
+    number: u32,
+    attempt_timeout: Option<Duration>,
+    deadline: Option<Instant>,
+) -> (AttemptResult, Duration) {
+    let span = tracing::debug_span!(
+        "searchwire.attempt",
+        attempt = number,
+        server.address = node.addr.host(),
+        server.port = node.addr.port(),
+        http.request.resend_count = tracing::field::Empty,
+        outcome = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+        elapsed_ms = tracing::field::Empty,
+    );
+    if number > 1 {
+        span.record("http.request.resend_count", number - 1);
+    }
+    let current = tracing::Span::current();
+    current.record("server.address", node.addr.host());
+    current.record("server.port", node.addr.port());
+    let attempt_start = Instant::now();
+    let send = inner.connector.send(&node.addr, http_req);
+    let bounded = async {
+        match attempt_timeout {
+            Some(t) => tokio::time::timeout(t, send).await.ok(),
+            None => Some(send.await),
+        }
+    };
+    let outcome: Option<Option<Result<RawResponse, crate::http::connector::SendError>>> =
+        match deadline {
+            Some(d) => {
+                tokio::select! {
+                    r = bounded.instrument(span.clone()) => Some(r),
+                    _ = tokio::time::sleep_until(d) => None,
+                }
+            }
+            None => Some(bounded.instrument(span.clone()).await),
+        };
+    let elapsed = attempt_start.elapsed();
+    let ended = match &outcome {
+        None => Ended::DeadlineExpired,
+        Some(None) => Ended::TimedOut {
+            after: attempt_timeout.unwrap_or_default(),
+            attempt: true,
+        },
+        Some(Some(Err(e))) => Ended::Failed {
+            kind: e.kind,
+            cause: &*e.source,
+        },
+        Some(Some(Ok(raw))) => Ended::Answered {
+            status: raw.status,
+            body: &raw.body,
+        },
+    };
+    let Outcome {
+        kind,
+        rejection,
+        detail,
+    } = classify::outcome(ended);
+    let (raw, source): (_, Option<BoxError>) = match outcome {
+        Some(Some(Ok(raw))) => (Some(raw), None),
+        Some(Some(Err(e))) => (None, Some(e.source)),
+        Some(None) => (
+            None,
+            Some(Box::new(AttemptTimedOut(
+                attempt_timeout.unwrap_or_default(),
+            ))),
+        ),
+        None => (None, None),
+    };
+    let result = AttemptResult {
+        kind,
+        rejection,
+        raw,
+        detail,
+        source,
+    };
+    let status = result.raw.as_ref().map(|r| r.status);
+    span.record("outcome", result.kind.as_str());
+    span.record("elapsed_ms", elapsed.as_millis() as u64);
+    if let Some(s) = status {
+        span.record("http.response.status_code", s.as_u16());
+    }
+    span.in_scope(|| {
+        tracing::debug!(
+            retry_id = request_id,
+            attempt = number,
+            node = %node.addr,
+            index = request.index().unwrap_or(""),
+            outcome = result.kind.as_str(),
+            status = status.map(|s| s.as_u16()),
+            elapsed_ms = elapsed.as_millis() as u64,
+            "attempt finished"
+        )
+    });
+    inner.observer.attempt_finished(&AttemptEvent {
+        method: &request.method,
+        path: &request.path,
+        node: node.addr.as_str(),
+        attempt: number,
+        outcome: result.kind,
+        status,
+        elapsed,
+    });
+    (result, elapsed)
+}
+
+/// The breaker's admission of one attempt: `Ok` with the probe slot it holds when the
+/// breaker is half-open, `Err` with the time until the next probe may go when it refuses.
+fn admit(inner: &Inner) -> Result<Option<ProbeSlot<'_>>, Duration> {
+    let Some(breaker) = &inner.breaker else {
+        return Ok(None);
+    };
+    let (admission, change, round) = breaker.admit_in_round(Instant::now());
+    breaker_changed(inner, change);
+    match admission {
+        Admission::Allowed => Ok(None),
+        Admission::Probe => Ok(Some(ProbeSlot::new(breaker, round))),
+        Admission::Refused { retry_in } => Err(retry_in),
+    }
+}
+
+/// Whether and after how long the failed attempt `number` is retried: gathers the facts
+/// (the retry counts, the breaker's admission of the retry, the backoff with its random
+/// part drawn, the time to the deadline, the budget's balance), lets the pure
+/// [`plan`](crate::policy::plan::plan) decide, and carries the decision out — the
+/// withdrawal from the budget, the bookkeeping, the events and logs. `Ok` holds the delay
+/// and the retry's probe slot; `Err` says why not, with a note for the error message.
+#[allow(clippy::too_many_arguments)]
+fn plan_retry<'a>(
+    inner: &'a Inner,
+    request: &Request,
+    request_id: u64,
+    node: &PoolNode,
+    result: &AttemptResult,
+    number: u32,
+    deadline: Option<Instant>,
+    plan: &mut RetryState,
+) -> Result<(Duration, Option<ProbeSlot<'a>>), (NoRetry, Option<String>)> {
+    let status = result.raw.as_ref().map(|r| r.status);
+    let class_done = plan
+        .class_retries
+        .iter()
+        .find(|(k, _)| *k == result.kind)
+        .map_or(0, |(_, n)| *n);
+    let (retries_done, retry_limit) = match inner.class_backoff.rule_for(result.kind) {
+        Some(r) => (class_done, r.max_retries),
+        None => (number - 1, inner.retry.max_retries),
+    };
+    let now = Instant::now();
+    let (gate, probe) = match admit(inner) {
+        Ok(None) if inner.breaker.is_none() => (Gate::Off, None),
+        Ok(None) => (Gate::Closed, None),
+        Ok(Some(slot)) => (Gate::Probe, Some(slot)),
+        Err(_) => (Gate::Refused, None),
+    };
+    let hint = inner.retry.server_hint(
+        status,
+        result.raw.as_ref().map(|r| &r.headers),
+        (inner.wall_clock)(),
+    );
+    let delay = match hint {
+        Some(h) => Delay::Hint(h),
+        None => {
+            let base = {
+                let mut rng = lock(&inner.rng);
+                match inner
+                    .class_backoff
+                    .delay(result.kind, class_done + 1, &mut rng)
+                {
+                    Some(d) => d,
+                    None => inner.backoff.delay(number, plan.prev_delay, &mut rng),
+                }
+            };
+            let breaker_closed = matches!(gate, Gate::Off | Gate::Closed);
+            Delay::Backoff {
+                base,
+                multiplier: inner.retry_counter.multiplier(now, breaker_closed),
+            }
+        }
+    };
+    let facts = Facts {
+        outcome: result.kind,
+        status,
+        idempotent: plan.idempotent,
+        retries_done,
+        retry_limit,
+        breaker: gate,
+        delay,
+        deadline_remaining: deadline.map(|d| d.saturating_duration_since(now)),
+        budget_affords: inner.budget.as_ref().map(|b| b.affords(now)),
+    };
+    let mut decision = crate::policy::plan::plan(&inner.retry, &facts);
+    if let (Decision::Retry { .. }, Some(budget)) = (decision, &inner.budget) {
+        // Another request may have taken the last retry since the balance was read.
+        if !budget.withdraw(now) {
+            decision = Decision::Stop(Stop::Budget);
+        }
+    }
+    let (delay, multiplier) = match decision {
+        Decision::Retry { delay, multiplier } => (delay, multiplier),
+        Decision::Stop(Stop::Policy(why)) => return Err((why, None)),
+        Decision::Stop(Stop::Breaker) => {
+            retry_denied(
+                inner,
+                request,
+                request_id,
+                node,
+                result,
+                DenyReason::Breaker,
+            );
+            return Err((NoRetry::Exhausted, Some(BREAKER_NOTE.to_string())));
+        }
+        Decision::Stop(Stop::Deadline { delay }) => {
+            return Err((
+                NoRetry::Exhausted,
+                Some(format!(
+                    "not retried: the next backoff ({}) would end after the deadline",
+                    crate::clock::duration::format_duration(delay)
+                )),
+            ));
+        }
+        Decision::Stop(Stop::Budget) => {
+            retry_denied(inner, request, request_id, node, result, DenyReason::Budget);
+            let cfg = inner
+                .budget
+                .as_ref()
+                .map(|b| *b.config())
+                .unwrap_or_default();
+            return Err((
+                NoRetry::Exhausted,
+                Some(format!(
+                    "not retried: the client's retry budget is exhausted (retries may add {}% to the requests of the last {}, plus {}/s) — the cluster is failing many requests",
+                    (cfg.ratio * 100.0).round(),
+                    crate::clock::duration::format_duration(cfg.window),
+                    cfg.min_per_sec
+                )),
+            ));
+        }
+    };
+    inner.retry_counter.record_retry(now);
+    match plan
+        .class_retries
+        .iter_mut()
+        .find(|(k, _)| *k == result.kind)
+    {
+        Some((_, n)) => *n += 1,
+        None => plan.class_retries.push((result.kind, 1)),
+    }
+    inner.observer.retry_scheduled(&RetryEvent {
+        method: &request.method,
+        node: node.addr.as_str(),
+        attempt: number,
+        outcome: result.kind,
+        delay,
+        jitter_multiplier: multiplier,
+    });
+    plan.prev_delay = delay;
+    if !delay.is_zero() {
+        tracing::debug!(
+            retry_id = request_id,
+            attempt = number,
+            node = %node.addr,
+            index = request.index().unwrap_or(""),
+            class = result.kind.as_str(),
+            backoff_ms = delay.as_millis() as u64,
+            jitter_multiplier = multiplier,
+            "backing off before retry"
+        );
+    }
+    Ok((delay, probe))
+}
+
+pub(super) fn retry_denied(
+    inner: &Inner,
+    request: &Request,
+    request_id: u64,
+    node: &PoolNode,
+    last: &AttemptResult,
+    reason: DenyReason,
+) {
+    tracing::debug!(
+        retry_id = request_id,
+        node = %node.addr,
+        index = request.index().unwrap_or(""),
+        outcome = last.kind.as_str(),
+        reason = reason.as_str(),
+        "retry not made"
+    );
+    inner.observer.retry_denied(&RetryDeniedEvent {
+        method: &request.method,
+        outcome: last.kind,
+        reason,
+    });
+}
+
+/// Logs and reports a cluster breaker transition.
+pub(super) fn breaker_changed(inner: &Inner, change: Option<Change>) {
+    let Some(c) = change else { return };
+    if c.to == BreakerState::Open {
+        tracing::warn!(
+            breaker.scope = "cluster",
+            from = c.from.as_str(),
+            to = c.to.as_str(),
+            reason = %c.reason,
+            "circuit breaker open"
+        );
+    } else {
+        tracing::info!(
+            breaker.scope = "cluster",
+            from = c.from.as_str(),
+            to = c.to.as_str(),
+            reason = %c.reason,
+            "circuit breaker {}",
+            c.to.as_str()
+        );
+    }
+    inner.observer.breaker_transition(&BreakerEvent {
+        scope: "cluster",
+        from: c.from,
+        to: c.to,
+        reason: &c.reason,
+    });
+}
+
+/// Applies an attempt's outcome to its node: connectivity failures mark it dead (and
+/// drop its pooled connections), `node_gateway_failures_to_eject` consecutive gateway
+/// errors mark it dead, other answers mark it alive, cancellation changes nothing.
+/// Percent-encodes query pairs.
+fn encode_query(pairs: &[(String, String)]) -> String {
+    if pairs.is_empty() {
+        return String::new();
+    }
+    url::form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .finish()
+}

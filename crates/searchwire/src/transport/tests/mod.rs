@@ -1,0 +1,5 @@
+//! Paused-time tests of the attempt loop and the resilience policies through a client.
+
+mod attempts;
+mod errors;
+mod resilience;
