@@ -383,6 +383,23 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         Err(code) => return Ok(code),
     };
 
+    // Every node once: an unreachable cluster or rejected credentials end the run before
+    // any input is read, and the cluster name reaches the retry logs.
+    let report = client.check_all().await;
+    if report.reachable() == 0 {
+        let why: Vec<String> = report
+            .nodes
+            .iter()
+            .map(|n| format!("{}: {}", n.url, n.error.as_deref().unwrap_or("unreachable")))
+            .collect();
+        output::error_message(format!("no node reachable ({})", why.join("; ")));
+        return Ok(exit::NO_NODE);
+    }
+    if report.all_reachable_rejected_credentials() {
+        output::error_message("every reachable node rejected the credentials");
+        return Ok(exit::AUTH);
+    }
+
     let shared = Arc::new(Shared {
         tracker: Mutex::new(Tracker {
             pending: Default::default(),

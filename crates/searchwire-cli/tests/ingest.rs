@@ -420,3 +420,13 @@ async fn ctrl_c_stops_cleanly_and_resume_finishes_the_job() {
         "a clean stop leaves no overlap"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_cluster_exits_4_before_reading() {
+    let f = fake(1).await;
+    let url = f.url();
+    f.cluster.node(0).kill().await;
+    let out = ingest(&["-", "--url", &url, "--index", "i"]).await;
+    assert_eq!(out.status.code(), Some(4));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no node reachable"));
+}
