@@ -48,6 +48,8 @@ pub enum Command {
     /// Health-check every node once (or every DUR with --watch) and print a report.
     #[command(after_help = HEALTH_AFTER_HELP)]
     Health(HealthArgs),
+    /// Bulk-index an NDJSON file (or stdin): idempotent, retried per item, resumable.
+    Ingest(Box<crate::ingest::IngestArgs>),
     /// Show how searchwire computes its schedules and defaults.
     #[command(subcommand)]
     Explain(ExplainCommand),

@@ -16,6 +16,7 @@ mod args;
 mod exit;
 mod explain;
 mod health;
+mod ingest;
 mod load;
 mod metrics;
 #[cfg(feature = "otlp")]
@@ -58,6 +59,7 @@ fn main() -> ExitCode {
         }
         Command::Request(a) => run_request(*a),
         Command::Health(a) => run_health(a),
+        Command::Ingest(a) => run_ingest(*a),
     };
     tracing.shutdown();
     ExitCode::from(code)
@@ -86,6 +88,14 @@ fn run_health(a: HealthArgs) -> u8 {
     let auth = resolve_auth("health", &a.conn.bearer, &a.conn.user, &a.conn.password);
     match runtime() {
         Ok(rt) => rt.block_on(health::run(a, auth)),
+        Err(code) => code,
+    }
+}
+
+fn run_ingest(a: ingest::IngestArgs) -> u8 {
+    let auth = resolve_auth("ingest", &a.conn.bearer, &a.conn.user, &a.conn.password);
+    match runtime() {
+        Ok(rt) => rt.block_on(ingest::run(a, auth)),
         Err(code) => code,
     }
 }
