@@ -50,6 +50,8 @@ pub enum Command {
     Health(HealthArgs),
     /// Bulk-index an NDJSON file (or stdin): idempotent, retried per item, resumable.
     Ingest(Box<crate::ingest::IngestArgs>),
+    /// Serve an OpenSearch-compatible _bulk endpoint that queues durably what the cluster cannot take now.
+    Relay(Box<crate::relay::RelayArgs>),
     /// Show how searchwire computes its schedules and defaults.
     #[command(subcommand)]
     Explain(ExplainCommand),

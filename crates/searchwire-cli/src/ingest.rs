@@ -176,7 +176,7 @@ pub struct IngestArgs {
     pub metrics_addr: Option<std::net::SocketAddr>,
 }
 
-fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     match parse_duration(s) {
         Ok(d) if !d.is_zero() => Ok(d),
         Ok(_) => Err(format!(
