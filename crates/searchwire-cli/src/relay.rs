@@ -16,6 +16,9 @@ use crate::ingest::parse_positive_duration;
 use crate::output;
 use crate::request::{connect, Auth};
 
+/// The consumer name of an embedded queue (one owner at a time).
+const EMBEDDED_CONSUMER: &str = "relay";
+
 /// Exit code when a second signal cut the graceful shutdown short.
 pub const FORCED: u8 = 130;
 
@@ -84,6 +87,9 @@ pub struct RelayArgs {
         help = "Password for --auth-user"
     )]
     pub auth_password: Option<String>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, default_value = "60s", help = "How long a delivery holds its messages; a dead relay's are delivered by others after this (Redis)")]
+    pub lease_timeout: Duration,
 
     #[arg(long, value_name = "N", default_value_t = defaults::BACKLOG_THRESHOLD, help = "Readiness is 503 while the backlog is above N")]
     pub backlog_threshold: u64,
@@ -210,7 +216,10 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
 
 async fn open_queue(a: &RelayArgs) -> Result<Queue, String> {
     if let Some(url) = &a.redis {
-        let cfg = RedisConfig::new(url.clone());
+        let mut cfg = RedisConfig::new(url.clone());
+        // Several relays share a Redis queue: each has its own consumer name (the default,
+        // per process); a dead relay's leases are taken over after the lease timeout.
+        cfg.options = cfg.options.lease_timeout(a.lease_timeout);
         return Queue::connect_redis(cfg)
             .await
             .map_err(|e| format!("cannot connect to the Redis queue: {e}"));
@@ -219,7 +228,13 @@ async fn open_queue(a: &RelayArgs) -> Result<Queue, String> {
         .queue_dir
         .clone()
         .unwrap_or_else(|| PathBuf::from("relay-queue"));
-    let cfg = EmbeddedConfig::new(dir.clone());
+    let mut cfg = EmbeddedConfig::new(dir.clone());
+    // One process owns an embedded queue, so one fixed consumer name: the leases a killed
+    // relay held are this relay's to release at start (no wait for the lease timeout).
+    cfg.options = cfg
+        .options
+        .consumer(EMBEDDED_CONSUMER)
+        .lease_timeout(a.lease_timeout);
     tokio::task::spawn_blocking(move || Queue::open_embedded(cfg))
         .await
         .map_err(|e| format!("cannot open the queue: {e}"))?

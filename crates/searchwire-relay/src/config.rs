@@ -34,6 +34,10 @@ pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// Connections served at once; more wait in the kernel's accept backlog.
 pub const MAX_CONNECTIONS: usize = 1024;
+/// How long a delivery holds its messages (the CLI's `--lease-timeout`): twice the delivery
+/// budget, so a live relay keeps its lease and a dead one's messages (Redis) return within a
+/// minute.
+pub const LEASE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the delivery loop looks for due messages when idle, or at the breaker while open.
 pub const IDLE_POLL: Duration = Duration::from_millis(500);
 

@@ -124,6 +124,16 @@ impl Relay {
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> ShutdownReport {
         let Relay { shared, listener } = self;
         let cfg = shared.config.clone();
+        // Leases this consumer still holds from a previous run (a crash or a kill -9 of a
+        // relay with the same consumer name): due again now, not after the lease timeout.
+        match shared.queue.release().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                released = n,
+                "messages leased by a previous run are due again"
+            ),
+            Err(e) => tracing::warn!(error = %e, "cannot release a previous run's leases"),
+        }
         let (stop_tx, stop_rx) = watch::channel(false);
         let delivery = cfg
             .deliver
