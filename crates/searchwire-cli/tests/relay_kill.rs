@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relay_support::{free_port, load, spawn_relay, terminate, wait_drained, Tally};
+use relay_support::{free_port, load, spawn_relay, terminate, wait_drained, Load, Tally};
 use searchwire_fake::{BulkFault, FakeBulk, FakeCluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -28,16 +28,15 @@ async fn every_acknowledged_item_lands_exactly_once_across_kill_9() {
     for round in 0..6 {
         let relay = spawn_relay(&urls, dir.path(), port, &["--live-budget", "1s"]).await;
         let stop = Arc::new(AtomicBool::new(false));
-        let gen = tokio::spawn(load(
-            relay.addr,
-            "logs".into(),
-            format!("r{round}"),
-            3,
-            40,
-            u64::MAX,
-            stop.clone(),
-            tally.clone(),
-        ));
+        let spec = Load {
+            addr: relay.addr,
+            index: "logs".into(),
+            prefix: format!("r{round}"),
+            tasks: 3,
+            batch: 40,
+            limit: u64::MAX,
+        };
+        let gen = tokio::spawn(load(spec, stop.clone(), tally.clone()));
         seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);

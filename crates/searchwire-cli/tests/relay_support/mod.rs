@@ -96,19 +96,30 @@ pub struct Tally {
     pub sent: AtomicU64,
 }
 
-/// Sends `create` bulk requests of `batch` items with ids `{prefix}-{task}-{n}` from `tasks`
-/// tasks until `stop` is set or `limit` items were sent in all; records acknowledged ids.
-/// Ids are never reused, so an item whose request got no answer is simply not acknowledged.
-pub async fn load(
-    addr: SocketAddr,
-    index: String,
-    prefix: String,
-    tasks: usize,
-    batch: usize,
-    limit: u64,
-    stop: Arc<AtomicBool>,
-    tally: Arc<Tally>,
-) {
+/// A load: `create` bulk requests of `batch` items with ids `{prefix}-{task}-{n}` from
+/// `tasks` tasks until stopped or `limit` items were sent in all.
+#[derive(Clone, Debug)]
+pub struct Load {
+    pub addr: SocketAddr,
+    pub index: String,
+    pub prefix: String,
+    pub tasks: usize,
+    pub batch: usize,
+    pub limit: u64,
+}
+
+/// Runs `spec` until `stop` is set or its limit is reached; records acknowledged ids in
+/// `tally`. Ids are never reused, so an item whose request got no answer is simply not
+/// acknowledged.
+pub async fn load(spec: Load, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
+    let Load {
+        addr,
+        index,
+        prefix,
+        tasks,
+        batch,
+        limit,
+    } = spec;
     let mut handles = Vec::new();
     for t in 0..tasks {
         let (index, prefix, stop, tally) = (
