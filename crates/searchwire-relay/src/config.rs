@@ -41,74 +41,94 @@ pub const LEASE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the delivery loop looks for due messages when idle, or at the breaker while open.
 pub const IDLE_POLL: Duration = Duration::from_millis(500);
 
-/// The defaults as (setting, value, why) rows.
-pub const DEFAULTS: &[(&str, &str, &str)] = &[
-    (
-        "relay listen",
-        LISTEN,
-        "loopback: never an open proxy by accident",
-    ),
-    (
-        "relay backlog threshold",
-        "500",
-        "reference 004 ch. 5 backlog alarm",
-    ),
-    (
-        "relay drain timeout",
-        "4s",
-        "reference 004 ch. 5: finish the retry cycle within 4 s",
-    ),
-    (
-        "relay max body",
-        "100 MB",
-        "OpenSearch http.max_content_length",
-    ),
-    (
-        "relay live budget",
-        "5s",
-        "a client waits; the rest is queued durably",
-    ),
-    (
-        "relay delivery budget",
-        "30s",
-        "one bulk request from the queue",
-    ),
-    (
-        "relay delivery batch",
-        "500",
-        "messages per delivery request",
-    ),
-    (
-        "relay retry delay",
-        "1s doubling, cap 60s",
-        "a recovering cluster is not stampeded",
-    ),
-    (
-        "relay max retries",
-        "100",
-        "about 1.6 h of failures before a dead letter",
-    ),
-    (
-        "relay header read timeout",
-        "10s",
-        "slow or idle clients are dropped",
-    ),
-    (
-        "relay body read timeout",
-        "60s",
-        "a 100 MB body at under 2 MB/s is refused",
-    ),
-    (
-        "relay max connections",
-        "1024",
-        "bounded memory and file descriptors",
-    ),
-];
+fn secs(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
 
-/// A Markdown table of [`DEFAULTS`].
+/// The defaults as (setting, value, why) rows, rendered from the constants above.
+pub fn defaults() -> Vec<(&'static str, String, &'static str)> {
+    vec![
+        (
+            "listen",
+            LISTEN.to_owned(),
+            "loopback: never an open proxy by accident",
+        ),
+        (
+            "backlog threshold",
+            BACKLOG_THRESHOLD.to_string(),
+            "reference 004 ch. 5 backlog alarm",
+        ),
+        (
+            "drain timeout",
+            secs(DRAIN_TIMEOUT),
+            "reference 004 ch. 5: finish the retry cycle within 4 s",
+        ),
+        (
+            "max body",
+            format!("{} MB", MAX_BODY_BYTES / (1024 * 1024)),
+            "OpenSearch http.max_content_length",
+        ),
+        (
+            "live budget",
+            secs(LIVE_BUDGET),
+            "a client waits; what misses it is queued durably",
+        ),
+        (
+            "delivery budget",
+            secs(DELIVERY_BUDGET),
+            "one bulk request from the queue",
+        ),
+        (
+            "delivery batch",
+            DELIVERY_BATCH.to_string(),
+            "messages per delivery request",
+        ),
+        (
+            "retry delay",
+            format!("{} doubling, cap {}", secs(RETRY_BASE), secs(RETRY_CAP)),
+            "a recovering cluster is not stampeded",
+        ),
+        (
+            "max retries",
+            MAX_RETRIES.to_string(),
+            "about 1.6 h of failed deliveries before a dead letter",
+        ),
+        (
+            "lease timeout",
+            secs(LEASE_TIMEOUT),
+            "twice the delivery budget; a dead relay's leases return within a minute",
+        ),
+        (
+            "header read timeout",
+            secs(HEADER_READ_TIMEOUT),
+            "slow or idle clients are dropped",
+        ),
+        (
+            "body read timeout",
+            secs(BODY_READ_TIMEOUT),
+            "a body that trickles in is refused (408)",
+        ),
+        (
+            "max connections",
+            MAX_CONNECTIONS.to_string(),
+            "bounded memory and file descriptors",
+        ),
+        (
+            "idle poll",
+            secs(IDLE_POLL),
+            "how soon an idle delivery loop sees due messages",
+        ),
+    ]
+}
+
+/// A Markdown table of [`defaults`].
 pub fn markdown_table() -> String {
     let mut s = String::from("| Setting | Default | Why |\n|---|---|---|\n");
-    for (k, v, why) in DEFAULTS {
+    for (k, v, why) in defaults() {
         s.push_str(&format!("| {k} | {v} | {why} |\n"));
     }
     s

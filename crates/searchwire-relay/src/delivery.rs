@@ -52,8 +52,13 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
     }
 }
 
-/// Waits for the idle poll period (or a wake-up when `wakeable`, or stop).
+/// Waits for the idle poll period (or a wake-up when `wakeable`, or stop); keeps the queue
+/// gauges fresh for scrapes between health probes.
 async fn pause(shared: &Shared, stop: &mut watch::Receiver<bool>, wakeable: bool) {
+    if let Ok(s) = shared.queue.stats().await {
+        metrics::gauge!("searchwire_relay_backlog").set(s.backlog as f64);
+        metrics::gauge!("searchwire_relay_dead_letters").set(s.dead_letters as f64);
+    }
     let sleep = tokio::time::sleep(shared.config.idle_poll);
     tokio::select! {
         _ = sleep => {}

@@ -464,3 +464,85 @@ async fn a_public_address_without_credentials_is_refused() {
     .unwrap_err();
     assert!(e.contains("without authentication"), "{e}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_item_the_cluster_refuses_for_good_becomes_a_dead_letter() {
+    let s = start(
+        RelayConfig {
+            queue_only: true,
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    s.bulk.mapping_error_marker("BAD");
+    let body =
+        "{\"index\":{\"_id\":\"ok\"}}\n{\"n\":1}\n{\"index\":{\"_id\":\"bad\"}}\n{\"n\":\"BAD\"}\n";
+    let (_, v) = post_bulk(s.addr, "/logs/_bulk", body).await;
+    assert_eq!(item(&v, 1)["result"], "queued");
+    s.drained().await;
+    assert_eq!(s.bulk.count("logs"), 1);
+    let dead = s.queue.dead_letters(None, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(dead[0].reason.contains("400"), "{}", dead[0].reason);
+    let (code, h) = http(s.addr, "GET", "/health/retry-queue", &[], b"").await;
+    assert_eq!(code, 200);
+    assert!(h.contains("\"dead_letters\":1"), "{h}");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_comes_from_the_header_then_the_index_rule() {
+    let s = start(
+        RelayConfig {
+            queue_only: true,
+            deliver: false,
+            priority_rules: vec![searchwire_relay::PriorityRule {
+                prefix: "audit-*".into(),
+                priority: 9,
+            }],
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    let body = b"{\"index\":{\"_index\":\"audit-1\",\"_id\":\"a\"}}\n{\"n\":1}\n{\"index\":{\"_index\":\"logs\",\"_id\":\"b\"}}\n{\"n\":2}\n";
+    let (code, _) = http(s.addr, "POST", "/_bulk", &[], body).await;
+    assert_eq!(code, 200);
+    let body = b"{\"index\":{\"_index\":\"logs\",\"_id\":\"c\"}}\n{\"n\":3}\n";
+    let (code, _) = http(
+        s.addr,
+        "POST",
+        "/_bulk",
+        &[("X-Searchwire-Priority", "200")],
+        body,
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _) = http(
+        s.addr,
+        "POST",
+        "/_bulk",
+        &[("X-Searchwire-Priority", "high")],
+        body,
+    )
+    .await;
+    assert_eq!(code, 400);
+    let prio: Vec<(String, u8)> = s
+        .queue
+        .list(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.index.unwrap_or_default(), m.priority))
+        .collect();
+    assert_eq!(
+        prio,
+        vec![
+            ("audit-1".into(), 9),
+            ("logs".into(), 0),
+            ("logs".into(), 200)
+        ]
+    );
+    s.shutdown().await;
+}

@@ -97,7 +97,7 @@ pub struct Tally {
 }
 
 /// A load: `create` bulk requests of `batch` items with ids `{prefix}-{task}-{n}` from
-/// `tasks` tasks until stopped or `limit` items were sent in all.
+/// `tasks` tasks until stopped or `limit` items are acknowledged in all (the tally's total).
 #[derive(Clone, Debug)]
 pub struct Load {
     pub addr: SocketAddr,
@@ -130,7 +130,7 @@ pub async fn load(spec: Load, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
         );
         handles.push(tokio::spawn(async move {
             let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) && tally.sent.load(Ordering::Relaxed) < limit {
+            while !stop.load(Ordering::Relaxed) && (tally.acked.lock().unwrap().len() as u64) < limit {
                 let mut body = String::new();
                 let mut ids = Vec::new();
                 for _ in 0..batch {
