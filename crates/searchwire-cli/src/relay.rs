@@ -61,6 +61,9 @@ pub struct RelayArgs {
     )]
     pub redis: Option<String>,
 
+    #[arg(long, value_name = "NAME", requires = "redis", default_value = searchwire_queue::redis::DEFAULT_STREAM, help = "Redis stream key of the queue: relays with the same one share it")]
+    pub redis_stream: String,
+
     #[arg(
         long,
         value_name = "TOKEN",
@@ -217,6 +220,7 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
 async fn open_queue(a: &RelayArgs) -> Result<Queue, String> {
     if let Some(url) = &a.redis {
         let mut cfg = RedisConfig::new(url.clone());
+        cfg.stream = a.redis_stream.clone();
         // Several relays share a Redis queue: each has its own consumer name (the default,
         // per process); a dead relay's leases are taken over after the lease timeout.
         cfg.options = cfg.options.lease_timeout(a.lease_timeout);

@@ -30,14 +30,21 @@ pub struct RelayProc {
     pub addr: SocketAddr,
 }
 
-/// Starts `searchwire relay` and waits until it listens; its stderr is echoed with a prefix.
+/// Starts `searchwire relay` on an embedded queue in `queue_dir` and waits until it listens;
+/// its stderr is echoed with a prefix.
 pub async fn spawn_relay(urls: &str, queue_dir: &Path, port: u16, extra: &[&str]) -> RelayProc {
+    let dir = queue_dir.to_str().unwrap();
+    let mut args = vec!["--queue-dir", dir];
+    args.extend_from_slice(extra);
+    spawn_relay_with(urls, port, &args).await
+}
+
+/// Starts `searchwire relay` with these queue flags and extras and waits until it listens.
+pub async fn spawn_relay_with(urls: &str, port: u16, args: &[&str]) -> RelayProc {
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let mut child = Command::new(BIN)
         .args(["relay", "--url", urls, "--listen", &addr.to_string()])
-        .arg("--queue-dir")
-        .arg(queue_dir)
-        .args(extra)
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
