@@ -86,3 +86,47 @@ async fn every_acknowledged_item_lands_exactly_once_across_kill_9() {
         bulk.count("logs")
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_waits_for_requests_in_flight_and_a_second_signal_exits_at_once() {
+    let cluster = FakeCluster::start(1).await.unwrap();
+    let bulk = FakeBulk::new();
+    bulk.install(&cluster);
+    bulk.set_delay(Some(Duration::from_secs(20)));
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let urls = cluster.urls().join(",");
+    let relay = spawn_relay(&urls, dir.path(), port, &["--live-budget", "30s"]).await;
+    let addr = relay.addr;
+    let req = tokio::spawn(async move {
+        relay_support::http(addr, "POST", "/logs/_bulk", b"{\"index\":{}}\n{\"n\":1}\n").await
+    });
+    while bulk.items_seen() == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let pid = relay.child.id().unwrap().to_string();
+    let signal = |sig: &str| {
+        std::process::Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .unwrap();
+    };
+    signal("-TERM");
+    let mut child = relay.child;
+    assert!(
+        tokio::time::timeout(Duration::from_millis(1500), child.wait())
+            .await
+            .is_err(),
+        "the relay waits for the request in flight"
+    );
+    signal("-INT");
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+        .await
+        .expect("a second signal exits at once")
+        .unwrap();
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        req.await.unwrap().is_none(),
+        "the request in flight was never acknowledged"
+    );
+}

@@ -546,3 +546,37 @@ async fn priority_comes_from_the_header_then_the_index_rule() {
     );
     s.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off() {
+    let s = start(
+        RelayConfig {
+            header_read_timeout: Duration::from_millis(200),
+            body_read_timeout: Duration::from_millis(200),
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    // Headers complete, body promised but never sent: 408.
+    let mut c = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"POST /logs/_bulk HTTP/1.1\r\nHost: r\r\nContent-Length: 100\r\n\r\n{\"index\"")
+        .await
+        .unwrap();
+    let mut out = vec![0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut out))
+        .await
+        .expect("answered")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out[..n]).starts_with("HTTP/1.1 408"));
+    // Headers never finished: the connection is closed.
+    let mut c = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"POST /logs/_bulk HTTP/1.1\r\nHost: r\r\n")
+        .await
+        .unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut Vec::new()))
+        .await
+        .expect("closed by the relay");
+    assert!(n.is_ok());
+    s.shutdown().await;
+}
