@@ -46,6 +46,10 @@ pub enum Command {
     /// Health-check every node once (or every DUR with --watch) and print a report.
     #[command(after_help = HEALTH_AFTER_HELP)]
     Health(HealthArgs),
+    /// Bulk-index an NDJSON file (or stdin): idempotent, retried per item, resumable.
+    Ingest(Box<crate::ingest::IngestArgs>),
+    /// Serve an OpenSearch-compatible _bulk endpoint that queues durably what the cluster cannot take now.
+    Relay(Box<crate::relay::RelayArgs>),
     /// Show how searchwire computes its schedules and defaults.
     #[command(subcommand)]
     Explain(ExplainCommand),

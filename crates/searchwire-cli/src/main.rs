@@ -5,6 +5,8 @@
 //!   deadlines and failover, and reports what happened on every attempt.
 //! - `searchwire health --url ...` health-checks every node (`GET /` and the cluster-health
 //!   capability probe) and prints a table or JSON, once or every `--watch` interval.
+//! - `searchwire relay --listen ADDR --url ... --queue-dir DIR` serves an OpenSearch-compatible
+//!   `_bulk` endpoint that queues durably what the cluster cannot take now.
 //! - `searchwire explain resurrection|defaults` prints the dead-node resurrection schedule
 //!   and the defaults table from the library's own code.
 //!
@@ -16,11 +18,13 @@ mod args;
 mod exit;
 mod explain;
 mod health;
+mod ingest;
 mod load;
 mod metrics;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod output;
+mod relay;
 mod request;
 
 use std::io::IsTerminal;
@@ -63,6 +67,8 @@ fn main() -> ExitCode {
         }
         Command::Request(a) => run_request(*a),
         Command::Health(a) => run_health(a),
+        Command::Ingest(a) => run_ingest(*a),
+        Command::Relay(a) => run_relay(*a),
     };
     tracing.shutdown();
     ExitCode::from(code)
@@ -91,6 +97,22 @@ fn run_health(a: HealthArgs) -> u8 {
     let auth = resolve_auth("health", &a.conn.bearer, &a.conn.user, &a.conn.password);
     match runtime() {
         Ok(rt) => rt.block_on(health::run(a, auth)),
+        Err(code) => code,
+    }
+}
+
+fn run_ingest(a: ingest::IngestArgs) -> u8 {
+    let auth = resolve_auth("ingest", &a.conn.bearer, &a.conn.user, &a.conn.password);
+    match runtime() {
+        Ok(rt) => rt.block_on(ingest::run(a, auth)),
+        Err(code) => code,
+    }
+}
+
+fn run_relay(a: relay::RelayArgs) -> u8 {
+    let auth = resolve_auth("relay", &a.conn.bearer, &a.conn.user, &a.conn.password);
+    match runtime() {
+        Ok(rt) => rt.block_on(relay::run(a, auth)),
         Err(code) => code,
     }
 }

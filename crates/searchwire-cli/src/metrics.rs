@@ -36,16 +36,24 @@ pub fn serve(addr: SocketAddr) -> Result<(), String> {
         .and_then(|l| l.set_nonblocking(true).map(|()| l))
         .and_then(tokio::net::TcpListener::from_std)
         .map_err(|e| format!("--metrics-addr {addr}: cannot listen: {e}"))?;
+    let handle = install().map_err(|e| format!("--metrics-addr {addr}: {e}"))?;
+    tokio::spawn(accept_loop(listener, handle));
+    Ok(())
+}
+
+/// Installs the Prometheus recorder as the global one and keeps its histograms maintained
+/// (needs a tokio runtime); returns the handle that renders the text. For commands that
+/// serve `/metrics` on their own listener (`searchwire relay`).
+pub fn install() -> Result<PrometheusHandle, String> {
     let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(
             Matcher::Full(searchwire::metrics::REQUEST_DURATION.to_string()),
             &DURATION_BUCKETS,
         )
-        .map_err(|e| format!("--metrics-addr {addr}: {e}"))?
+        .map_err(|e| e.to_string())?
         .build_recorder();
     let handle = recorder.handle();
-    metrics::set_global_recorder(recorder)
-        .map_err(|e| format!("--metrics-addr {addr}: cannot serve metrics: {e}"))?;
+    metrics::set_global_recorder(recorder).map_err(|e| format!("cannot serve metrics: {e}"))?;
     let upkeep = handle.clone();
     tokio::spawn(async move {
         let mut every = tokio::time::interval(UPKEEP_EVERY);
@@ -54,8 +62,7 @@ pub fn serve(addr: SocketAddr) -> Result<(), String> {
             upkeep.run_upkeep();
         }
     });
-    tokio::spawn(accept_loop(listener, handle));
-    Ok(())
+    Ok(handle)
 }
 
 async fn accept_loop(listener: tokio::net::TcpListener, handle: PrometheusHandle) {

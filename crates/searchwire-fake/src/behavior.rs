@@ -80,6 +80,53 @@ pub enum Behavior {
     },
     /// The node's built-in OpenSearch-like answer (see the crate docs).
     Default,
+    /// Ask a handler (e.g. [`FakeBulk`](crate::FakeBulk)'s `_bulk` handler) what to do; it
+    /// sees the whole request and returns the behavior to apply.
+    Handler(Handler),
+}
+
+/// A request as a [`Handler`] sees it.
+#[derive(Debug)]
+pub struct HandlerRequest<'a> {
+    /// The method, as sent.
+    pub method: &'a str,
+    /// The path, without the query string.
+    pub path: &'a str,
+    /// The query string, if any.
+    pub query: Option<&'a str>,
+    /// The body.
+    pub body: &'a Bytes,
+}
+
+/// A function from a request to the [`Behavior`] to apply, shared by every node it is
+/// installed on. Two handlers are equal when they are the same function object.
+#[derive(Clone)]
+pub struct Handler(std::sync::Arc<dyn Fn(&HandlerRequest<'_>) -> Behavior + Send + Sync>);
+
+impl Handler {
+    /// Wraps a function.
+    pub fn new(f: impl Fn(&HandlerRequest<'_>) -> Behavior + Send + Sync + 'static) -> Handler {
+        Handler(std::sync::Arc::new(f))
+    }
+
+    /// Calls it.
+    pub fn call(&self, req: &HandlerRequest<'_>) -> Behavior {
+        (self.0)(req)
+    }
+}
+
+impl PartialEq for Handler {
+    fn eq(&self, other: &Handler) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Handler {}
+
+impl std::fmt::Debug for Handler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Handler")
+    }
 }
 
 impl Behavior {
@@ -154,6 +201,7 @@ impl Behavior {
             Behavior::Delay(..) => "Delay",
             Behavior::StallBody { .. } => "StallBody",
             Behavior::Default => "Default",
+            Behavior::Handler(_) => "Handler",
         }
     }
 }

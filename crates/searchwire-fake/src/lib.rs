@@ -55,6 +55,7 @@
 #![warn(missing_docs)]
 
 mod behavior;
+mod bulk;
 mod cluster;
 mod http;
 mod node;
@@ -62,7 +63,8 @@ mod opensearch;
 mod recorded;
 mod server;
 
-pub use behavior::{Behavior, Match};
+pub use behavior::{Behavior, Handler, HandlerRequest, Match};
+pub use bulk::{BulkFault, FakeBulk, StoredDoc};
 pub use cluster::FakeCluster;
 pub use node::FakeNode;
 pub use opensearch::{nodes_info_json, NodeInfoSpec, CLUSTER_NAME, VERSION};

@@ -142,6 +142,14 @@ async fn apply(shared: &Shared, stream: &mut TcpStream, req: &Request, behavior:
                 let body = Bytes::from(value.to_string());
                 return respond(stream, req, status, &[], &body).await;
             }
+            Behavior::Handler(h) => {
+                behavior = h.call(&crate::behavior::HandlerRequest {
+                    method: &req.method,
+                    path: &req.path,
+                    query: req.query.as_deref(),
+                    body: &req.body,
+                });
+            }
             Behavior::Reset => return Next::End(End::Reset),
             Behavior::Hang => return Next::End(hang(stream).await),
             Behavior::CloseAfterHeaders => {

@@ -1,0 +1,178 @@
+//! The one table of the bulk indexer's defaults, each with the reason it is what it is.
+//! [`BulkConfig::default`](crate::BulkConfig) reads these constants, and `docs/bulk.md`
+//! contains [`markdown_table`] verbatim (checked by `cargo test -p searchwire-bulk --test docs`).
+
+use std::time::Duration;
+
+use crate::backoff::ClassRule;
+
+/// Actions per bulk request: 1,000. Large enough that the per-request overhead (HTTP, the
+/// coordinating node's fan-out to shards) is amortized, small enough that one rejected
+/// request costs little to resend and that a response stays small. Elastic's and
+/// OpenSearch's sizing advice starts in the hundreds to low thousands of documents.
+pub const BATCH_ACTIONS: usize = 1_000;
+
+/// Bytes per bulk request (action lines and sources): 5 MiB, the low end of the 5–15 MB
+/// that the OpenSearch and Elasticsearch tuning guides recommend. Bigger requests stress the
+/// coordinating node's heap and make every rejection more expensive.
+pub const BATCH_BYTES: usize = 5 * 1024 * 1024;
+
+/// A partly filled batch is sent after 1 s. A trickle of documents becomes searchable
+/// within about the default refresh interval (also 1 s) instead of waiting for a full batch.
+pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Bulk requests in flight at most: 4. One or two per node of a typical 3-node cluster;
+/// the write thread pools of the data nodes, not the client, are the bottleneck, and the
+/// adaptive limit lowers this as soon as the cluster answers 429.
+pub const MAX_CONCURRENCY: usize = 4;
+
+/// Actions the indexer holds at most (buffered, in flight, or waiting for a retry) before
+/// `add` waits: 5 × [`BATCH_ACTIONS`] — every request in flight plus one batch being filled.
+/// This is the back-pressure bound; memory is about this many actions' bytes.
+pub const MAX_PENDING_ACTIONS: usize = (MAX_CONCURRENCY + 1) * BATCH_ACTIONS;
+
+/// Bytes the indexer holds at most before `add` waits: 5 × [`BATCH_BYTES`] (25 MiB), for
+/// the same reason as [`MAX_PENDING_ACTIONS`].
+pub const MAX_PENDING_BYTES: usize = (MAX_CONCURRENCY + 1) * BATCH_BYTES;
+
+/// Overall deadline of one bulk request (every transport attempt included): 2 minutes.
+/// A bulk request waiting for a primary shard (after a node died) waits up to the cluster's
+/// 1-minute `timeout`; the deadline sits above that so the cluster answers first.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Per-item retry rule for throttling (429, `rejected_execution_exception`): reference 004
+/// §3.3 — `Retry-After` or 100 ms, ×1.5, 5 retries. Rejections clear as soon as the write
+/// queue drains, so start soon and grow gently.
+pub const THROTTLED: ClassRule = ClassRule::new(Duration::from_millis(100), 1.5, 5);
+
+/// Per-item retry rule for unavailable shards (503, `unavailable_shards_exception`, other
+/// 5xx): reference 004 §3.3 — 500 ms, ×2, 3 retries. A primary being relocated or promoted
+/// takes seconds, so start later and back off faster.
+pub const UNAVAILABLE: ClassRule = ClassRule::new(Duration::from_millis(500), 2.0, 3);
+
+/// Per-item retry rule for request-level resets and timeouts: reference 004 §3.3 —
+/// 200 ms, ×1.8, 4 retries. The transport already failed over to other nodes; this is the
+/// indexer's own retry of the whole batch (safe because every action has an id).
+pub const CONNECTION: ClassRule = ClassRule::new(Duration::from_millis(200), 1.8, 4);
+
+/// Jitter multiplies every computed delay by a uniform factor in 0.8–1.2 (reference 004
+/// §3.3), so clients rejected together do not return together. `Retry-After` is not jittered.
+pub const JITTER: (f64, f64) = (0.8, 1.2);
+
+/// No retry delay exceeds 30 s (reference 004 §3.3), `Retry-After` included.
+pub const DELAY_CAP: Duration = Duration::from_secs(30);
+
+/// While the transport's circuit breaker is open, the indexer checks it again every 250 ms
+/// instead of sending (the breaker turns half-open lazily, on the next look).
+pub const BREAKER_POLL: Duration = Duration::from_millis(250);
+
+/// Adaptive concurrency: on a response with throttled items the limit is multiplied by 0.5
+/// (at most once per round of requests in flight), like TCP's congestion window. Halving
+/// drains a full write queue within one round; smaller cuts keep the cluster rejecting.
+pub const DECREASE_FACTOR: f64 = 0.5;
+
+/// The response is read with `filter_path` so a 10,000-item response carries only what the
+/// indexer reads (status, result, error type and reason per item) — about 30 bytes per
+/// successful item instead of about 200.
+pub const FILTER_PATH: &str =
+    "errors,items.*.status,items.*.result,items.*.error.type,items.*.error.reason";
+
+fn rule(r: &ClassRule) -> String {
+    format!(
+        "{} ×{}, {} retries",
+        crate::backoff::fmt_duration(r.base),
+        r.factor,
+        r.max_retries
+    )
+}
+
+/// The defaults as a Markdown table (setting, default, why), as in `docs/bulk.md`.
+pub fn markdown_table() -> String {
+    let rows: Vec<(&str, String, &str)> = vec![
+        (
+            "batch_actions",
+            BATCH_ACTIONS.to_string(),
+            "amortizes per-request overhead; a rejected request is cheap to resend",
+        ),
+        (
+            "batch_bytes",
+            format!("{} MiB", BATCH_BYTES / (1024 * 1024)),
+            "low end of the 5–15 MB the tuning guides recommend",
+        ),
+        (
+            "flush_interval",
+            crate::backoff::fmt_duration(FLUSH_INTERVAL),
+            "a trickle becomes searchable about as fast as the refresh interval",
+        ),
+        (
+            "max_concurrency",
+            MAX_CONCURRENCY.to_string(),
+            "one or two requests per node of a 3-node cluster; lowered on 429",
+        ),
+        (
+            "max_pending_actions",
+            MAX_PENDING_ACTIONS.to_string(),
+            "back-pressure: every request in flight plus one batch being filled",
+        ),
+        (
+            "max_pending_bytes",
+            format!("{} MiB", MAX_PENDING_BYTES / (1024 * 1024)),
+            "the same bound in bytes; memory stays flat whatever the input size",
+        ),
+        (
+            "request_timeout",
+            crate::backoff::fmt_duration(REQUEST_TIMEOUT),
+            "above the cluster's 1-minute wait for an unavailable primary",
+        ),
+        (
+            "throttled (429)",
+            format!("Retry-After or {}", rule(&THROTTLED)),
+            "reference 004 §3.3: rejections clear as the write queue drains",
+        ),
+        (
+            "unavailable (503, 5xx)",
+            rule(&UNAVAILABLE),
+            "reference 004 §3.3: primary promotion takes seconds",
+        ),
+        (
+            "connection (reset, timeout)",
+            rule(&CONNECTION),
+            "reference 004 §3.3: the whole batch again, safe because every action has an id",
+        ),
+        (
+            "jitter",
+            format!("×{}–{}", JITTER.0, JITTER.1),
+            "clients rejected together do not return together",
+        ),
+        (
+            "delay_cap",
+            crate::backoff::fmt_duration(DELAY_CAP),
+            "reference 004 §3.3; Retry-After included",
+        ),
+        (
+            "breaker_poll",
+            crate::backoff::fmt_duration(BREAKER_POLL),
+            "nothing is sent while the transport's breaker is open",
+        ),
+        (
+            "adaptive concurrency",
+            format!("×{DECREASE_FACTOR} on 429 (once per round), +1 per clean round"),
+            "AIMD: drains a full write queue in one round, probes upward slowly",
+        ),
+        (
+            "ids",
+            "UUIDv7 (or SHA-256 of the source)".to_string(),
+            "every retry is idempotent; UUIDv7 ids are time-ordered, friendly to the index",
+        ),
+        (
+            "filter_path",
+            format!("`{FILTER_PATH}`"),
+            "a 10,000-item response carries only what is read",
+        ),
+    ];
+    let mut out = String::from("| setting | default | why |\n| --- | --- | --- |\n");
+    for (name, value, why) in rows {
+        out.push_str(&format!("| `{name}` | {value} | {why} |\n"));
+    }
+    out
+}

@@ -1,0 +1,721 @@
+//! The indexer's one task: it owns the buffer, the retry schedule, same-id ordering, the
+//! adaptive limit and the requests in flight, so none of that needs a lock. The handle
+//! talks to it through a channel; each bulk request runs on its own task and reports back.
+//!
+//! ```text
+//! add ─► buffer ─┐                       ┌─► acknowledged ─► finish
+//!                ├─► batch ─► _bulk ─► classify each item ─► retry (class delay) ─► ready ─┐
+//! ready retries ─┘      ▲                └─► failed for good / exhausted ─► sink ─► finish │
+//!                       └──────────────────────────────────────────────────────────────────┘
+//! ```
+
+use std::collections::hash_map::DefaultHasher;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use searchwire::{BreakerState, Client, ErrorKind, Request};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::action::Action;
+use crate::classify::{self, ItemContext, RetryClass, Verdict};
+use crate::concurrency::Aimd;
+use crate::indexer::{Config, Shared};
+use crate::response::{BulkResponse, ItemResult};
+use crate::sink::{self, DeadLetterSink, FailedItem, FailureReason, RetrySink};
+use crate::stats::Stats;
+
+pub(crate) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
+pub(crate) enum Cmd {
+    Add(Box<Item>),
+    Flush(oneshot::Sender<()>),
+    Close(oneshot::Sender<Stats>),
+}
+
+/// The same-id ordering key: a hash of index and id. A collision only makes two unrelated
+/// actions wait for each other; it never reorders anything.
+pub(crate) fn key(index: &str, id: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    index.hash(&mut h);
+    id.hash(&mut h);
+    h.finish()
+}
+
+/// One pending action.
+pub(crate) struct Item {
+    seq: u64,
+    key: Option<u64>,
+    lines: Bytes,
+    action: Action,
+    id_assigned: bool,
+    /// A request carrying it failed ambiguously: it may have been applied.
+    ambiguous: bool,
+    retries: [u32; 3],
+    attempts: u32,
+    _permits: Permits,
+}
+
+impl Item {
+    pub(crate) fn new(
+        seq: u64,
+        key: Option<u64>,
+        lines: Bytes,
+        action: Action,
+        id_assigned: bool,
+        permits: Permits,
+    ) -> Item {
+        Item {
+            seq,
+            key,
+            lines,
+            action,
+            id_assigned,
+            ambiguous: false,
+            retries: [0; 3],
+            attempts: 0,
+            _permits: permits,
+        }
+    }
+}
+
+/// How a bulk request ended, as the request task saw it.
+enum Outcome {
+    /// The cluster answered every item.
+    Items(Vec<ItemResult>),
+    /// The request failed as a whole.
+    Failed {
+        /// `None`: for good.
+        class: Option<RetryClass>,
+        retry_after: Option<Duration>,
+        /// It may have been applied (reset, timeout, 5xx after sending).
+        ambiguous: bool,
+        reason: FailureReason,
+    },
+}
+
+struct InFlight {
+    items: Vec<Item>,
+    epoch: u64,
+}
+
+struct Driver {
+    client: Client,
+    cfg: Config,
+    shared: Arc<Shared>,
+    dead_letters: Arc<dyn DeadLetterSink>,
+    retry_sink: Option<Arc<dyn RetrySink>>,
+    rng: fastrand::Rng,
+
+    buffer: VecDeque<Item>,
+    buffer_bytes: usize,
+    buffer_since: Option<Instant>,
+    /// Retries whose delay has passed: sent before new actions.
+    ready: VecDeque<Item>,
+    /// Retries waiting for their delay.
+    delayed: BTreeMap<Instant, Vec<Item>>,
+    /// Keys with an action pending, and the later actions with the same key waiting for it.
+    keys: HashMap<u64, VecDeque<Item>>,
+    /// Sequence numbers not finished.
+    outstanding: BTreeSet<u64>,
+    received_upto: u64,
+
+    tasks: JoinSet<Outcome>,
+    in_flight: HashMap<tokio::task::Id, InFlight>,
+    aimd: Aimd,
+    breaker_wait: Option<Instant>,
+
+    flush_waiters: Vec<(u64, oneshot::Sender<()>)>,
+    close_waiters: Vec<oneshot::Sender<Stats>>,
+    closing: bool,
+    rx_closed: bool,
+}
+
+pub(crate) async fn run(
+    client: Client,
+    cfg: Config,
+    mut rx: mpsc::UnboundedReceiver<Cmd>,
+    shared: Arc<Shared>,
+    dead_letters: Arc<dyn DeadLetterSink>,
+    retry_sink: Option<Arc<dyn RetrySink>>,
+) {
+    let rng = match cfg.seed {
+        Some(s) => fastrand::Rng::with_seed(s),
+        None => fastrand::Rng::new(),
+    };
+    let aimd = Aimd::new(cfg.max_concurrency, cfg.adaptive);
+    let mut d = Driver {
+        client,
+        cfg,
+        shared,
+        dead_letters,
+        retry_sink,
+        rng,
+        buffer: VecDeque::new(),
+        buffer_bytes: 0,
+        buffer_since: None,
+        ready: VecDeque::new(),
+        delayed: BTreeMap::new(),
+        keys: HashMap::new(),
+        outstanding: BTreeSet::new(),
+        received_upto: 0,
+        tasks: JoinSet::new(),
+        in_flight: HashMap::new(),
+        aimd,
+        breaker_wait: None,
+        flush_waiters: Vec::new(),
+        close_waiters: Vec::new(),
+        closing: false,
+        rx_closed: false,
+    };
+    loop {
+        let now = Instant::now();
+        d.promote_due(now);
+        d.dispatch(now);
+        d.answer_waiters();
+        if d.rx_closed && d.outstanding.is_empty() && d.tasks.is_empty() {
+            let stats = d.shared.counters.snapshot();
+            for w in d.close_waiters.drain(..) {
+                let _ = w.send(stats.clone());
+            }
+            return;
+        }
+        let wake = d.next_wake();
+        tokio::select! {
+            biased;
+            done = d.tasks.join_next_with_id(), if !d.tasks.is_empty() => {
+                match done {
+                    Some(Ok((id, outcome))) => d.on_done(id, Ok(outcome)),
+                    Some(Err(e)) => d.on_done(e.id(), Err(e.to_string())),
+                    None => {}
+                }
+            }
+            cmd = rx.recv(), if !d.rx_closed => match cmd {
+                Some(Cmd::Add(item)) => d.on_add(*item),
+                Some(Cmd::Flush(w)) => d.flush_waiters.push((d.received_upto, w)),
+                Some(Cmd::Close(w)) => {
+                    d.closing = true;
+                    d.close_waiters.push(w);
+                }
+                None => {
+                    d.rx_closed = true;
+                    d.closing = true;
+                }
+            },
+            _ = sleep_until_opt(wake), if wake.is_some() => {}
+        }
+    }
+}
+
+async fn sleep_until_opt(at: Option<Instant>) {
+    if let Some(at) = at {
+        tokio::time::sleep_until(at).await;
+    }
+}
+
+impl Driver {
+    fn on_add(&mut self, item: Item) {
+        self.outstanding.insert(item.seq);
+        self.received_upto = item.seq + 1;
+        if let Some(k) = item.key {
+            if let Some(waiting) = self.keys.get_mut(&k) {
+                waiting.push_back(item);
+                self.publish_watermark();
+                return;
+            }
+            self.keys.insert(k, VecDeque::new());
+        }
+        self.push_buffer(item, false);
+        self.publish_watermark();
+    }
+
+    fn push_buffer(&mut self, item: Item, front: bool) {
+        self.buffer_bytes += item.lines.len();
+        self.buffer_since.get_or_insert_with(Instant::now);
+        if front {
+            self.buffer.push_front(item);
+        } else {
+            self.buffer.push_back(item);
+        }
+    }
+
+    fn publish_watermark(&self) {
+        let w = self
+            .outstanding
+            .first()
+            .copied()
+            .unwrap_or(self.received_upto);
+        self.shared.watermark.store(w, Ordering::Release);
+    }
+
+    fn answer_waiters(&mut self) {
+        let w = self
+            .outstanding
+            .first()
+            .copied()
+            .unwrap_or(self.received_upto);
+        self.flush_waiters.retain_mut(|(target, _)| *target > w);
+        // (Dropping a sender answers the waiter: `flush` only waits for the channel to end.)
+    }
+
+    fn flushing(&self) -> bool {
+        self.closing || !self.flush_waiters.is_empty()
+    }
+
+    fn promote_due(&mut self, now: Instant) {
+        while let Some(entry) = self.delayed.first_entry() {
+            if *entry.key() > now {
+                break;
+            }
+            self.ready.extend(entry.remove());
+        }
+    }
+
+    fn buffer_due(&self, now: Instant) -> bool {
+        if self.buffer.is_empty() {
+            return false;
+        }
+        self.buffer.len() >= self.cfg.batch_actions
+            || self.buffer_bytes >= self.cfg.batch_bytes
+            || self.flushing()
+            || self
+                .buffer_since
+                .is_some_and(|t| now >= t + self.cfg.flush_interval)
+    }
+
+    fn dispatch(&mut self, now: Instant) {
+        while self.tasks.len() < self.aimd.limit()
+            && (!self.ready.is_empty() || self.buffer_due(now))
+        {
+            if self.breaker_wait.is_some_and(|t| now < t) {
+                return;
+            }
+            if self.client.breaker_state() == BreakerState::Open {
+                self.breaker_wait = Some(now + self.cfg.breaker_poll);
+                return;
+            }
+            self.breaker_wait = None;
+            self.send_batch();
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        let has_work = !self.ready.is_empty() || !self.buffer.is_empty();
+        let mut wake = self.delayed.keys().next().copied();
+        let mut consider = |t: Instant| wake = Some(wake.map_or(t, |w| w.min(t)));
+        if has_work && self.tasks.len() < self.aimd.limit() {
+            if let Some(t) = self.breaker_wait {
+                consider(t);
+            } else if let Some(since) = self.buffer_since {
+                if !self.buffer.is_empty() {
+                    consider(since + self.cfg.flush_interval);
+                }
+            }
+        }
+        wake
+    }
+
+    fn send_batch(&mut self) {
+        let mut items = Vec::new();
+        let mut bytes = 0usize;
+        let fits = |items: &Vec<Item>, bytes: usize, next: &Item, cfg: &Config| {
+            items.is_empty()
+                || (items.len() < cfg.batch_actions && bytes + next.lines.len() <= cfg.batch_bytes)
+        };
+        while let Some(next) = self.ready.front() {
+            if !fits(&items, bytes, next, &self.cfg) {
+                break;
+            }
+            if let Some(it) = self.ready.pop_front() {
+                bytes += it.lines.len();
+                items.push(it);
+            }
+        }
+        while let Some(next) = self.buffer.front() {
+            if !fits(&items, bytes, next, &self.cfg) {
+                break;
+            }
+            if let Some(it) = self.buffer.pop_front() {
+                bytes += it.lines.len();
+                self.buffer_bytes -= it.lines.len();
+                items.push(it);
+            }
+        }
+        if self.buffer.is_empty() {
+            self.buffer_since = None;
+        }
+        if items.is_empty() {
+            return;
+        }
+        let mut body = BytesMut::with_capacity(bytes);
+        for it in &mut items {
+            body.extend_from_slice(&it.lines);
+            it.attempts += 1;
+        }
+        let body = body.freeze();
+        self.shared.counters.request_sent(body.len());
+        let mut req = Request::post("/_bulk")
+            .body_with_type(body, "application/x-ndjson")
+            .timeout(self.cfg.request_timeout)
+            .idempotent(false);
+        if self.cfg.filter_path {
+            req = req.query("filter_path", crate::defaults::FILTER_PATH);
+        }
+        if let Some(t) = self.cfg.attempt_timeout {
+            req = req.attempt_timeout(t);
+        }
+        let client = self.client.clone();
+        let expected = items.len();
+        let handle = self.tasks.spawn(async move {
+            let result = client.send(req).await;
+            outcome(result, expected)
+        });
+        self.in_flight.insert(
+            handle.id(),
+            InFlight {
+                items,
+                epoch: self.aimd.epoch(),
+            },
+        );
+    }
+
+    fn on_done(&mut self, id: tokio::task::Id, outcome: Result<Outcome, String>) {
+        let Some(InFlight { items, epoch }) = self.in_flight.remove(&id) else {
+            return;
+        };
+        let outcome = outcome.unwrap_or_else(|e| Outcome::Failed {
+            class: Some(RetryClass::Connection),
+            retry_after: None,
+            ambiguous: true,
+            reason: FailureReason {
+                status: None,
+                error_type: "request_task_failed".into(),
+                reason: e,
+                retry_class: None,
+            },
+        });
+        let now = Instant::now();
+        let throttled = match outcome {
+            Outcome::Items(results) => {
+                self.shared.counters.request_done(None);
+                self.on_items(items, results, now)
+            }
+            Outcome::Failed {
+                class,
+                retry_after,
+                ambiguous,
+                reason,
+            } => {
+                self.shared
+                    .counters
+                    .request_done(Some(class.map_or("permanent", RetryClass::as_str)));
+                match class {
+                    Some(c) => {
+                        let mut retries = Vec::new();
+                        for mut it in items {
+                            it.ambiguous |= ambiguous;
+                            retries.push((it, reason.clone()));
+                        }
+                        self.schedule_retries(c, retries, retry_after, now);
+                        c == RetryClass::Throttled
+                    }
+                    None => {
+                        for it in items {
+                            self.give_up(it, reason.clone(), false);
+                        }
+                        false
+                    }
+                }
+            }
+        };
+        if self.aimd.on_response(epoch, throttled) {
+            self.shared.counters.concurrency(self.aimd.limit());
+            tracing::info!(
+                concurrency = self.aimd.limit(),
+                throttled,
+                "bulk concurrency limit changed"
+            );
+        }
+    }
+
+    /// Returns whether any item was throttled.
+    fn on_items(&mut self, items: Vec<Item>, results: Vec<ItemResult>, now: Instant) -> bool {
+        let mut by_class: [Vec<(Item, FailureReason)>; 3] = Default::default();
+        for (it, r) in items.into_iter().zip(results) {
+            let ctx = ItemContext {
+                op: it.action.op(),
+                version_type: it.action.version_value().map(|v| v.1),
+                ambiguous: it.ambiguous,
+                id_assigned: it.id_assigned,
+                conflict_is_present: self.cfg.conflict_is_present,
+            };
+            match classify::item(ctx, &r) {
+                Verdict::Ok(w) => {
+                    self.shared.counters.written(w, 1);
+                    self.finish(it);
+                }
+                Verdict::Retry(c) => {
+                    let mut it = it;
+                    if c == RetryClass::Unavailable && r.status != 503 {
+                        // A 5xx other than "unavailable" may have been applied.
+                        it.ambiguous = true;
+                    }
+                    by_class[c.index()].push((it, reason_of(&r)));
+                }
+                Verdict::Fail => self.give_up(it, reason_of(&r), false),
+            }
+        }
+        let throttled = !by_class[0].is_empty();
+        for (c, group) in RetryClass::ALL.into_iter().zip(by_class) {
+            if !group.is_empty() {
+                self.schedule_retries(c, group, None, now);
+            }
+        }
+        throttled
+    }
+
+    /// Schedules each item's next retry of `class`, or gives it up when the class's retries
+    /// are used up. Logs one line per group with the reference's retry context.
+    fn schedule_retries(
+        &mut self,
+        class: RetryClass,
+        group: Vec<(Item, FailureReason)>,
+        retry_after: Option<Duration>,
+        now: Instant,
+    ) {
+        let mut indices: Vec<String> = Vec::new();
+        let mut scheduled = 0u64;
+        let mut attempt = 0u32;
+        let mut first_delay = None;
+        let mut exhausted = Vec::new();
+        for (mut it, reason) in group {
+            let idx = it.action.index_name();
+            if indices.len() < 8 && !indices.iter().any(|i| i == idx) {
+                indices.push(idx.to_owned());
+            }
+            let n = it.retries[class.index()] + 1;
+            match self.cfg.retry.delay(class, n, retry_after, &mut self.rng) {
+                Some(delay) => {
+                    it.retries[class.index()] = n;
+                    attempt = attempt.max(n);
+                    first_delay.get_or_insert(delay);
+                    scheduled += 1;
+                    self.delayed.entry(now + delay).or_default().push(it);
+                }
+                None => exhausted.push((it, reason)),
+            }
+        }
+        if scheduled > 0 {
+            self.shared.counters.retried(class, scheduled);
+            let cluster = self
+                .client
+                .cluster_health()
+                .latest
+                .map(|s| s.health.cluster_name)
+                .unwrap_or_default();
+            tracing::warn!(
+                retry_id = %uuid::Uuid::new_v4(),
+                attempt,
+                cluster = %cluster,
+                index = %indices.join(","),
+                failed_docs = scheduled,
+                class = class.as_str(),
+                delay_ms = first_delay.map_or(0, |d| d.as_millis() as u64),
+                "bulk items will be retried"
+            );
+        }
+        for (it, reason) in exhausted {
+            let retries = it.retries[class.index()];
+            let r = sink::exhausted(class, &reason, retries);
+            self.give_up(it, r, true);
+        }
+    }
+
+    fn give_up(&mut self, it: Item, reason: FailureReason, retryable: bool) {
+        let failed = FailedItem {
+            seq: it.seq,
+            action: it.action.clone(),
+            reason,
+            attempts: it.attempts,
+            retryable,
+        };
+        let mut dead = true;
+        if retryable {
+            if let Some(rs) = &self.retry_sink {
+                match rs.undeliverable(&failed) {
+                    Ok(()) => {
+                        self.shared.counters.to_retry_sink();
+                        dead = false;
+                    }
+                    Err(e) => {
+                        self.shared.counters.sink_error();
+                        tracing::error!(seq = it.seq, error = %e, "the retry sink refused an item; dead-lettering it");
+                    }
+                }
+            }
+        }
+        if dead {
+            if let Err(e) = self.dead_letters.dead_letter(&failed) {
+                self.shared.counters.sink_error();
+                tracing::error!(
+                    seq = it.seq,
+                    index = it.action.index_name(),
+                    id = it.action.doc_id().unwrap_or(""),
+                    reason = %failed.reason,
+                    error = %e,
+                    "the dead-letter sink refused an item"
+                );
+            }
+            self.shared
+                .counters
+                .dead_lettered(&failed.reason.error_type);
+        }
+        self.finish(it);
+    }
+
+    fn finish(&mut self, it: Item) {
+        self.outstanding.remove(&it.seq);
+        self.shared.counters.finished();
+        if let Some(k) = it.key {
+            let next = match self.keys.get_mut(&k) {
+                Some(waiting) => waiting.pop_front(),
+                None => None,
+            };
+            match next {
+                // The next action with this key was added before everything in the buffer
+                // that arrived while it waited: it goes first.
+                Some(n) => self.push_buffer(n, true),
+                None => {
+                    self.keys.remove(&k);
+                }
+            }
+        }
+        drop(it);
+        self.publish_watermark();
+    }
+}
+
+fn reason_of(r: &ItemResult) -> FailureReason {
+    match &r.error {
+        Some(e) => FailureReason {
+            status: Some(r.status),
+            error_type: e.kind.clone(),
+            reason: e.reason.clone(),
+            retry_class: None,
+        },
+        None => FailureReason {
+            status: Some(r.status),
+            error_type: format!("status_{}", r.status),
+            reason: r.result.clone().unwrap_or_default(),
+            retry_class: None,
+        },
+    }
+}
+
+/// Turns the transport's answer into an [`Outcome`]. The transport was told the request
+/// is not idempotent, so it retried only what certainly was not processed (connect
+/// failures, 429) and failed over between nodes; everything ambiguous comes back here.
+fn outcome(result: Result<searchwire::Response, searchwire::Error>, expected: usize) -> Outcome {
+    let failed =
+        |class, ambiguous, status: Option<u16>, error_type: &str, reason: String| Outcome::Failed {
+            class,
+            retry_after: None,
+            ambiguous,
+            reason: FailureReason {
+                status,
+                error_type: error_type.into(),
+                reason,
+                retry_class: None,
+            },
+        };
+    let resp = match result {
+        Ok(resp) => resp,
+        Err(e) => {
+            let status = e.status().map(|s| s.as_u16());
+            let body = e.response().map(|r| {
+                String::from_utf8_lossy(&r.body()[..r.body().len().min(512)]).into_owned()
+            });
+            let reason = match &body {
+                Some(b) if !b.is_empty() => format!("{}: {b}", e.message()),
+                _ => e.to_string(),
+            };
+            return match e.kind() {
+                ErrorKind::Throttled => Outcome::Failed {
+                    class: Some(RetryClass::Throttled),
+                    retry_after: e.response().and_then(retry_after),
+                    ambiguous: false,
+                    reason: FailureReason {
+                        status,
+                        error_type: "throttled".into(),
+                        reason,
+                        retry_class: None,
+                    },
+                },
+                ErrorKind::Status if status.is_some_and(|s| s >= 500) => failed(
+                    Some(RetryClass::Unavailable),
+                    true,
+                    status,
+                    "server_error",
+                    reason,
+                ),
+                ErrorKind::Status => failed(None, false, status, "request_rejected", reason),
+                ErrorKind::Auth => failed(None, false, status, "auth", reason),
+                ErrorKind::Config | ErrorKind::InvalidRequest => {
+                    failed(None, false, status, "invalid_request", reason)
+                }
+                ErrorKind::CircuitOpen => failed(
+                    Some(RetryClass::Connection),
+                    false,
+                    status,
+                    "circuit_open",
+                    reason,
+                ),
+                // No node reachable, deadline exceeded, response too large, and any kind
+                // added later: the request may have been applied.
+                _ => failed(
+                    Some(RetryClass::Connection),
+                    true,
+                    status,
+                    e.kind().as_str(),
+                    reason,
+                ),
+            };
+        }
+    };
+    match BulkResponse::parse(resp.body()) {
+        Ok(r) if r.items.len() == expected => Outcome::Items(r.items),
+        Ok(r) => failed(
+            Some(RetryClass::Unavailable),
+            true,
+            Some(resp.status().as_u16()),
+            "bad_response",
+            format!(
+                "the bulk response from {} has {} items for {expected} actions",
+                resp.node(),
+                r.items.len()
+            ),
+        ),
+        Err(e) => failed(
+            Some(RetryClass::Unavailable),
+            true,
+            Some(resp.status().as_u16()),
+            "bad_response",
+            format!("{e} (from {})", resp.node()),
+        ),
+    }
+}
+
+/// `Retry-After: <seconds>` of a throttled answer (HTTP-dates are left to the class delay).
+fn retry_after(resp: &searchwire::Response) -> Option<Duration> {
+    let v = resp
+        .headers()
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?;
+    v.trim().parse::<u64>().ok().map(Duration::from_secs)
+}

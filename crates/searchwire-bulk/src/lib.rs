@@ -1,0 +1,75 @@
+//! # searchwire-bulk
+//!
+//! An idempotent bulk indexer for OpenSearch and Elasticsearch, on top of the
+//! [`searchwire`] transport (and only its public API). Nothing is dropped without a record,
+//! nothing is written twice, nothing blocks forever:
+//!
+//! - **Batches** by action count, bytes and interval ([`defaults`]); several requests in
+//!   flight; [`BulkIndexer::add`] waits when the buffer and the requests in flight are full
+//!   (back-pressure), [`BulkIndexer::try_add`] does not; [`BulkIndexer::flush`];
+//!   [`BulkIndexer::close`] delivers everything and returns the final [`Stats`].
+//! - **Idempotent by default**: an action without an id gets one before its first send
+//!   ([`IdScheme`]: UUIDv7, or the SHA-256 of the source), so every retry is safe; a
+//!   `create` answered 409 after an ambiguous failure counts as already present.
+//! - **Item-level retries** by class with the reference 004 §3.3 table ([`backoff`]):
+//!   only the failed items are sent again. Items that fail for good go to the
+//!   [`DeadLetterSink`] with the original action, source and reason; items whose retries
+//!   ran out go to the [`RetrySink`] when there is one.
+//! - **Same-id order**: actions with the same index and id are delivered in the order added
+//!   (a later one waits until the earlier one is finished).
+//! - **Adaptive concurrency** (AIMD, see `concurrency`): throttling halves the requests in
+//!   flight, clean rounds add one back.
+//! - **Observable**: [`BulkIndexer::stats`], `searchwire_bulk_*` metrics, and a log line per
+//!   retry with `retry_id`, `attempt`, `cluster`, `index`, `failed_docs`.
+//!
+//! ```no_run
+//! use searchwire::Client;
+//! use searchwire_bulk::{Action, BulkIndexer, FailedItem, SinkError};
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! let client = Client::builder().nodes(["http://127.0.0.1:9201"]).build()?;
+//! let indexer = BulkIndexer::builder(client)
+//!     .dead_letter_sink(|item: &FailedItem| -> Result<(), SinkError> {
+//!         eprintln!("dead letter: {} {:?}: {}", item.action.index_name(), item.action.doc_id(), item.reason);
+//!         Ok(())
+//!     })
+//!     .build()?;
+//! for i in 0..10_000 {
+//!     indexer
+//!         .add(Action::create("logs").id(format!("event-{i}")).json(&serde_json::json!({"n": i})))
+//!         .await?;
+//! }
+//! let stats = indexer.close().await;
+//! println!("{} indexed, {} dead letters", stats.indexed, stats.dead_lettered);
+//! # Ok(()) }
+//! ```
+//!
+//! **Request-level retries.** The indexer retries whole requests itself (with the class
+//! table) rather than marking `_bulk` idempotent to the transport: the transport retries
+//! only what was certainly not processed (connect failures, 429) and fails over between
+//! nodes; a reset, timeout or 5xx comes back to the indexer, which marks the items
+//! *ambiguous* (they may have been applied) and retries them under the connection or
+//! unavailable class. That is safe because every action has an id by then.
+//!
+//! See `docs/bulk.md` for the design, the defaults and the measurements.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod action;
+pub mod backoff;
+mod classify;
+mod concurrency;
+pub mod defaults;
+mod driver;
+mod indexer;
+mod response;
+mod sink;
+mod stats;
+
+pub use action::{content_hash, Action, IdScheme, OpType, VersionType};
+pub use backoff::{ClassRule, RetryPolicy};
+pub use classify::{RetryClass, Written};
+pub use indexer::{AddError, BulkIndexer, BulkIndexerBuilder, ConfigError};
+pub use response::{BulkResponse, ItemError, ItemResult};
+pub use sink::{DeadLetterSink, FailedItem, FailureReason, LogDeadLetters, RetrySink, SinkError};
+pub use stats::Stats;

@@ -1,0 +1,151 @@
+//! Reading a bulk response with a memory bound.
+//!
+//! The request asks for `filter_path` ([`defaults::FILTER_PATH`](crate::defaults::FILTER_PATH)),
+//! so the server sends per item only its status, result, and error type and reason. The
+//! body is then deserialized straight into one small [`ItemResult`] per item: unknown
+//! fields are skipped without building a `serde_json::Value`, and the operation key of each
+//! item (`index`, `create`, ...) is read and thrown away. Items are matched to actions by
+//! position (the bulk API answers in request order).
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+/// One item of a bulk response: what the indexer reads.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ItemResult {
+    /// The item's HTTP status.
+    pub status: u16,
+    /// `created`, `updated`, `deleted`, `noop`, `not_found` (absent on errors).
+    #[serde(default)]
+    pub result: Option<String>,
+    /// The error, when the item failed.
+    #[serde(default)]
+    pub error: Option<ItemError>,
+}
+
+/// An item's error: its type and reason.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct ItemError {
+    /// e.g. `mapper_parsing_exception`, `rejected_execution_exception`.
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    /// The server's explanation.
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// The parsed response: one result per item, in request order.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct BulkResponse {
+    /// `errors`: whether any item failed.
+    pub errors: bool,
+    /// The items.
+    pub items: Vec<ItemResult>,
+}
+
+impl BulkResponse {
+    /// Parses a (possibly `filter_path`-reduced) bulk response body.
+    pub fn parse(body: &[u8]) -> Result<BulkResponse, String> {
+        serde_json::from_slice::<Raw>(body)
+            .map(|r| BulkResponse {
+                errors: r.errors,
+                items: r.items.0,
+            })
+            .map_err(|e| format!("the bulk response is not the expected JSON: {e}"))
+    }
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(default)]
+    errors: bool,
+    #[serde(default)]
+    items: Items,
+}
+
+#[derive(Default)]
+struct Items(Vec<ItemResult>);
+
+impl<'de> Deserialize<'de> for Items {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Items, D::Error> {
+        struct SeqV;
+        impl<'de> Visitor<'de> for SeqV {
+            type Value = Items;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an array of bulk items")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Items, A::Error> {
+                let mut v = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(100_000));
+                while let Some(Entry(item)) = seq.next_element::<Entry>()? {
+                    v.push(item);
+                }
+                Ok(Items(v))
+            }
+        }
+        d.deserialize_seq(SeqV)
+    }
+}
+
+/// `{"<op>": {item}}`: the single key is skipped.
+struct Entry(ItemResult);
+
+impl<'de> Deserialize<'de> for Entry {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Entry, D::Error> {
+        struct MapV;
+        impl<'de> Visitor<'de> for MapV {
+            type Value = Entry;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a bulk item {\"<op>\": {...}}")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
+                let mut found = None;
+                while map.next_key::<IgnoredAny>()?.is_some() {
+                    let item = map.next_value::<ItemResult>()?;
+                    found.get_or_insert(item);
+                }
+                found
+                    .map(Entry)
+                    .ok_or_else(|| de::Error::custom("empty bulk item"))
+            }
+        }
+        d.deserialize_map(MapV)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_full_and_filtered_responses() {
+        let full = br#"{"took":3,"errors":true,"items":[
+            {"create":{"_index":"i","_id":"1","_version":1,"result":"created","_shards":{"total":2,"successful":1,"failed":0},"_seq_no":0,"_primary_term":1,"status":201}},
+            {"index":{"_index":"i","_id":"2","status":429,"error":{"type":"rejected_execution_exception","reason":"rejected execution of coordinating operation","caused_by":{"type":"x","reason":"y"}}}},
+            {"delete":{"_index":"i","_id":"3","result":"not_found","status":404}}
+        ]}"#;
+        let r = BulkResponse::parse(full).unwrap();
+        assert!(r.errors);
+        assert_eq!(r.items.len(), 3);
+        assert_eq!(r.items[0].status, 201);
+        assert_eq!(r.items[0].result.as_deref(), Some("created"));
+        assert_eq!(
+            r.items[1].error.as_ref().unwrap().kind,
+            "rejected_execution_exception"
+        );
+        assert_eq!(r.items[2].result.as_deref(), Some("not_found"));
+
+        let filtered = br#"{"errors":false,"items":[{"index":{"result":"created","status":201}}]}"#;
+        let r = BulkResponse::parse(filtered).unwrap();
+        assert!(!r.errors);
+        assert_eq!(r.items[0].status, 201);
+    }
+
+    #[test]
+    fn garbage_is_an_error_not_a_panic() {
+        assert!(BulkResponse::parse(b"<html>").is_err());
+        assert!(BulkResponse::parse(br#"{"items":[{}]}"#).is_err());
+        assert!(BulkResponse::parse(br#"{"items":[{"index":{"status":"x"}}]}"#).is_err());
+    }
+}

@@ -1,0 +1,92 @@
+//! Shared by the bulk indexer's tests: a fake cluster with the `_bulk` store installed, a
+//! client for it, an indexer builder with jitter off, and collecting sinks.
+#![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+
+use searchwire::Client;
+use searchwire_bulk::{BulkIndexer, BulkIndexerBuilder, FailedItem, RetrySink, SinkError};
+use searchwire_fake::{FakeBulk, FakeCluster};
+
+pub struct Setup {
+    pub cluster: FakeCluster,
+    pub bulk: FakeBulk,
+    pub client: Client,
+}
+
+/// `n` fake nodes answering `_bulk` from one shared store. The client does not retry on
+/// its own (`max_retries(0)`), so every retry a test sees is the indexer's.
+pub async fn setup(n: usize) -> Setup {
+    let cluster = FakeCluster::start(n).await.unwrap();
+    let bulk = FakeBulk::new();
+    bulk.install(&cluster);
+    let client = Client::builder()
+        .nodes(cluster.urls())
+        .max_retries(0)
+        .health_refresh(false)
+        .read_environment(false)
+        .seed(1)
+        .build()
+        .unwrap();
+    Setup {
+        cluster,
+        bulk,
+        client,
+    }
+}
+
+/// An indexer builder with jitter off and a fixed seed.
+pub fn indexer(client: &Client) -> BulkIndexerBuilder {
+    BulkIndexer::builder(client.clone()).jitter(false).seed(7)
+}
+
+/// [`indexer`] with a dead-letter sink that keeps what it is given.
+pub fn collecting(client: &Client) -> (BulkIndexerBuilder, Collect) {
+    let dead = Collect::default();
+    (
+        indexer(client).dead_letter_sink(dead.dead_letter_sink()),
+        dead,
+    )
+}
+
+/// A sink that keeps what it is given.
+#[derive(Clone, Default)]
+pub struct Collect(pub Arc<Mutex<Vec<FailedItem>>>);
+
+impl Collect {
+    pub fn items(&self) -> Vec<FailedItem> {
+        self.0.lock().unwrap().clone()
+    }
+
+    pub fn ids(&self) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .items()
+            .iter()
+            .map(|i| i.action.doc_id().unwrap().to_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    pub fn dead_letter_sink(
+        &self,
+    ) -> impl Fn(&FailedItem) -> Result<(), SinkError> + Send + Sync + 'static {
+        let me = self.clone();
+        move |i: &FailedItem| {
+            me.0.lock().unwrap().push(i.clone());
+            Ok(())
+        }
+    }
+}
+
+impl RetrySink for Collect {
+    fn undeliverable(&self, item: &FailedItem) -> Result<(), SinkError> {
+        self.0.lock().unwrap().push(item.clone());
+        Ok(())
+    }
+}
+
+pub fn doc(i: usize) -> serde_json::Value {
+    serde_json::json!({ "n": i, "msg": format!("document {i}") })
+}

@@ -1,0 +1,1036 @@
+//! `searchwire ingest FILE|-`: NDJSON into the cluster through one `searchwire_bulk::BulkIndexer`.
+//!
+//! Input: plain documents (one JSON object per line, into `--index`) or bulk-format
+//! action/source pairs. Every action gets an id before its first send (`--id-field`, the
+//! action line's `_id`, a content hash, or a UUIDv7), plain documents are written with
+//! `create`, and a 409 on `create` counts as already present — so a re-run or a resumed run
+//! never writes a document twice.
+//!
+//! `--resume FILE` keeps a checkpoint: the input offset below which every line is finished
+//! (acknowledged by the cluster, or written to the dead letters and flushed). A killed
+//! ingest started again with the same `--resume FILE` continues from there; the lines after
+//! the checkpoint that had landed already come back 409 and count as already present.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use clap::{Args, ValueEnum};
+use searchwire::duration::parse_duration;
+use searchwire_bulk::{
+    Action, AddError, BulkIndexer, FailedItem, IdScheme, OpType, SinkError, Stats, VersionType,
+};
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncSeekExt, BufReader};
+use tokio::time::Instant;
+
+use crate::args::ConnectArgs;
+use crate::exit;
+use crate::output;
+use crate::request::{connect, start, Auth};
+
+/// Exit code after Ctrl-C (128 + SIGINT, as shells report it).
+pub const INTERRUPTED: u8 = 130;
+
+const AFTER_HELP: &str = "\
+Input: one JSON object per line. With --index (or --format docs) each line is a document; \
+otherwise lines are bulk-format pairs ({\"index\"|\"create\"|\"update\"|\"delete\":{\"_index\",\"_id\",...}} \
+then the source, none for delete). Blank lines are skipped.
+Ids: --id-field PATH (dotted, e.g. user.id), else the action's _id, else --content-hash-ids \
+(SHA-256 of the source), else a UUIDv7. With --resume, lines without an id get content-hash \
+ids (a random id would duplicate the re-sent overlap).
+Output: progress on stderr (a live line on a terminal, a plain line every --progress-every \
+otherwise), and one JSON summary on stdout at the end. Dead letters (items the cluster \
+refused for good, retries exhausted, malformed lines with their line number) go to \
+--dead-letter FILE as NDJSON with reasons, else to stderr.
+Ctrl-C stops reading, delivers what was read (the batches in flight are answered), writes \
+the checkpoint and exits 130; a second Ctrl-C exits at once.
+Exit codes: 0 every line acknowledged, 1 some lines dead-lettered, 2 usage or configuration \
+error (or unreadable input), 4 the cluster was unreachable, 5 credentials rejected, 130 interrupted.";
+
+/// Input format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Documents with --index, bulk pairs without.
+    Auto,
+    /// One document per line (needs --index).
+    Docs,
+    /// Bulk-format action/source pairs.
+    Bulk,
+}
+
+/// The operation for plain documents.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum DocOp {
+    /// `create`: never overwrites; duplicates impossible by construction.
+    Create,
+    /// `index`: overwrites a document with the same id.
+    Index,
+}
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+pub struct IngestArgs {
+    #[arg(value_name = "FILE|-", help = "NDJSON input file, or - for stdin")]
+    pub input: String,
+
+    #[command(flatten)]
+    pub conn: ConnectArgs,
+
+    #[arg(
+        long,
+        value_name = "NAME",
+        help = "Index for plain documents (and bulk actions without _index)"
+    )]
+    pub index: Option<String>,
+
+    #[arg(long, value_enum, default_value = "auto", help = "Input format")]
+    pub format: Format,
+
+    #[arg(
+        long,
+        value_enum,
+        default_value = "create",
+        help = "Operation for plain documents"
+    )]
+    pub op: DocOp,
+
+    #[arg(
+        long,
+        value_name = "PATH",
+        conflicts_with = "content_hash_ids",
+        help = "Take each document's id from this field (dotted path)"
+    )]
+    pub id_field: Option<String>,
+
+    #[arg(
+        long,
+        help = "Lines without an id get the SHA-256 of their source as id"
+    )]
+    pub content_hash_ids: bool,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        help = "Write dead letters here (NDJSON with reasons); appended to with --resume"
+    )]
+    pub dead_letter: Option<PathBuf>,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        help = "Checkpoint file: continue after the acknowledged offset it records, and keep it current"
+    )]
+    pub resume: Option<PathBuf>,
+
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = "Actions per bulk request [default: 1000]")]
+    pub batch_actions: Option<u64>,
+
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, help = "Bytes per bulk request, e.g. 5MiB [default: 5MiB]")]
+    pub batch_bytes: Option<usize>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = "Send a partial batch after DUR [default: 1s]")]
+    pub flush_interval: Option<Duration>,
+
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = "Bulk requests in flight at most (lowered on 429) [default: 4]")]
+    pub concurrency: Option<u64>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = "Deadline of one bulk request, every attempt included [default: 2m]")]
+    pub timeout: Option<Duration>,
+
+    #[arg(
+        long,
+        value_name = "N",
+        help = "Retries of a throttled (429) item [default: 5, reference 004 §3.3]"
+    )]
+    pub throttle_retries: Option<u32>,
+
+    #[arg(
+        long,
+        value_name = "N",
+        help = "Retries of an item on unavailable shards (503) [default: 3]"
+    )]
+    pub unavailable_retries: Option<u32>,
+
+    #[arg(
+        long,
+        value_name = "N",
+        help = "Retries of a batch after a reset or timeout [default: 4]"
+    )]
+    pub connection_retries: Option<u32>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, default_value = "5s", help = "Progress line interval when stderr is not a terminal")]
+    pub progress_every: Duration,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, default_value = "500ms", help = "How often the --resume checkpoint is written")]
+    pub checkpoint_every: Duration,
+
+    #[arg(
+        long,
+        value_name = "ADDR",
+        help = "Serve Prometheus metrics on http://ADDR/metrics (searchwire_* and searchwire_bulk_*)"
+    )]
+    pub metrics_addr: Option<std::net::SocketAddr>,
+}
+
+pub(crate) fn parse_positive_duration(s: &str) -> Result<Duration, String> {
+    match parse_duration(s) {
+        Ok(d) if !d.is_zero() => Ok(d),
+        Ok(_) => Err(format!(
+            "{s:?} is zero; give a positive duration such as 5s"
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `1000`, `64KiB`, `5MiB` (also `k`/`m`, `KB`/`MB` as powers of 1024).
+fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size; give bytes such as 1000, 64KiB or 5MiB"))?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1024,
+        "m" | "mb" | "mib" => 1024 * 1024,
+        _ => return Err(format!("{s:?}: unknown unit; use KiB or MiB")),
+    };
+    match n.checked_mul(mult) {
+        Some(0) | None => Err(format!(
+            "{s:?} must be between 1 byte and {} bytes",
+            usize::MAX
+        )),
+        Some(v) => Ok(v),
+    }
+}
+
+/// The checkpoint file: everything before `offset` (line `line`) is finished.
+#[derive(Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+struct Checkpoint {
+    input: String,
+    offset: u64,
+    line: u64,
+}
+
+/// One input record in flight: its end offset and line, and the action's sequence number
+/// (`None` for malformed lines, finished as soon as they are dead-lettered).
+struct Pending {
+    seq: Option<u64>,
+    start_line: u64,
+    end_offset: u64,
+    end_line: u64,
+}
+
+/// Input records not known to be finished, in input order, and the checkpoint reached.
+struct Tracker {
+    pending: std::collections::VecDeque<Pending>,
+    done: Checkpoint,
+}
+
+impl Tracker {
+    /// Advances the checkpoint over the finished prefix; returns whether it moved.
+    fn advance(&mut self, acknowledged_below: u64) -> bool {
+        let mut moved = false;
+        while let Some(p) = self.pending.front() {
+            if p.seq.is_some_and(|s| s >= acknowledged_below) {
+                break;
+            }
+            self.done.offset = p.end_offset;
+            self.done.line = p.end_line;
+            self.pending.pop_front();
+            moved = true;
+        }
+        moved
+    }
+
+    fn line_of(&self, seq: u64) -> Option<u64> {
+        self.pending
+            .iter()
+            .find(|p| p.seq == Some(seq))
+            .map(|p| p.start_line)
+    }
+}
+
+/// Where dead letters go: a file (buffered; flushed before each checkpoint) or stderr.
+struct DeadLetters {
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    count: u64,
+    /// The most telling request-level failure seen, for the exit code.
+    worst: Option<&'static str>,
+}
+
+impl DeadLetters {
+    fn write(&mut self, line: &[u8]) -> std::io::Result<()> {
+        self.count += 1;
+        match &mut self.file {
+            Some(f) => f.write_all(line),
+            None => {
+                output::stderr(&format!("dead letter: {}", String::from_utf8_lossy(line)));
+                Ok(())
+            }
+        }
+    }
+
+    fn sync(&mut self) -> std::io::Result<()> {
+        if let Some(f) = &mut self.file {
+            f.flush()?;
+            f.get_ref().sync_data()?;
+        }
+        Ok(())
+    }
+}
+
+struct Shared {
+    tracker: Mutex<Tracker>,
+    dead: Mutex<DeadLetters>,
+    /// Credentials rejected or similar: stop reading.
+    fatal: AtomicBool,
+    malformed: AtomicU64,
+}
+
+#[derive(Serialize)]
+struct Summary<'a> {
+    input: &'a str,
+    lines: u64,
+    #[serde(flatten)]
+    stats: &'a Stats,
+    malformed: u64,
+    dead_letters: u64,
+    checkpoint: Option<u64>,
+    elapsed_ms: f64,
+    docs_per_sec: f64,
+    interrupted: bool,
+}
+
+/// Runs the subcommand; returns the exit code.
+pub async fn run(a: IngestArgs, auth: Auth) -> u8 {
+    match run_inner(a, auth).await {
+        Ok(code) => code,
+        Err(msg) => {
+            output::error_message(msg);
+            exit::USAGE
+        }
+    }
+}
+
+async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
+    let docs = match a.format {
+        Format::Docs if a.index.is_none() => {
+            return Err("--format docs needs --index NAME".into());
+        }
+        Format::Docs => true,
+        Format::Bulk => false,
+        Format::Auto => a.index.is_some(),
+    };
+    if a.id_field.is_some() && !docs {
+        return Err(
+            "--id-field applies to plain documents (--index); bulk-format lines carry _id".into(),
+        );
+    }
+    if a.resume.is_some() && a.input == "-" {
+        return Err("--resume needs a FILE to seek in, not stdin".into());
+    }
+    let ids = if a.content_hash_ids || (a.resume.is_some() && a.id_field.is_none()) {
+        IdScheme::ContentHash
+    } else {
+        IdScheme::UuidV7
+    };
+
+    // The checkpoint to resume from.
+    let mut start_at = Checkpoint {
+        input: a.input.clone(),
+        ..Checkpoint::default()
+    };
+    if let Some(path) = &a.resume {
+        if let Some(cp) = read_checkpoint(path)? {
+            if cp.input != a.input {
+                return Err(format!(
+                    "the checkpoint {} is for input {:?}, not {:?}; use another --resume file",
+                    path.display(),
+                    cp.input,
+                    a.input
+                ));
+            }
+            start_at = cp;
+        }
+    }
+
+    let dead_file = match &a.dead_letter {
+        Some(p) => {
+            let mut o = std::fs::OpenOptions::new();
+            o.create(true);
+            if a.resume.is_some() {
+                o.append(true);
+            } else {
+                o.write(true).truncate(true);
+            }
+            Some(std::io::BufWriter::new(o.open(p).map_err(|e| {
+                format!("cannot open --dead-letter file {}: {e}", p.display())
+            })?))
+        }
+        None => None,
+    };
+
+    let client = match start(a.metrics_addr, || {
+        connect(&a.conn, auth)?.build().map_err(|e| e.to_string())
+    }) {
+        Ok(c) => c,
+        Err(code) => return Ok(code),
+    };
+
+    // Every node once: an unreachable cluster or rejected credentials end the run before
+    // any input is read, and the cluster name reaches the retry logs.
+    let report = client.check_all().await;
+    if report.reachable() == 0 {
+        let why: Vec<String> = report
+            .nodes
+            .iter()
+            .map(|n| format!("{}: {}", n.url, n.error.as_deref().unwrap_or("unreachable")))
+            .collect();
+        output::error_message(format!("no node reachable ({})", why.join("; ")));
+        return Ok(exit::NO_NODE);
+    }
+    if report.all_reachable_rejected_credentials() {
+        output::error_message("every reachable node rejected the credentials");
+        return Ok(exit::AUTH);
+    }
+
+    let shared = Arc::new(Shared {
+        tracker: Mutex::new(Tracker {
+            pending: Default::default(),
+            done: Checkpoint {
+                input: a.input.clone(),
+                offset: start_at.offset,
+                line: start_at.line,
+            },
+        }),
+        dead: Mutex::new(DeadLetters {
+            file: dead_file,
+            count: 0,
+            worst: None,
+        }),
+        fatal: AtomicBool::new(false),
+        malformed: AtomicU64::new(0),
+    });
+
+    let mut b = BulkIndexer::builder(client)
+        .id_scheme(ids)
+        .conflict_is_present(true)
+        .dead_letter_sink(sink(shared.clone()));
+    if let Some(n) = a.batch_actions {
+        b = b.batch_actions(usize::try_from(n).unwrap_or(usize::MAX));
+        b = b.max_pending_actions(
+            usize::try_from(n)
+                .unwrap_or(usize::MAX)
+                .saturating_mul(a.concurrency.unwrap_or(4) as usize + 1),
+        );
+    }
+    if let Some(n) = a.batch_bytes {
+        b = b.batch_bytes(n).max_pending_bytes(
+            n.saturating_mul(a.concurrency.unwrap_or(4) as usize + 1)
+                .min(u32::MAX as usize),
+        );
+    }
+    if let Some(d) = a.flush_interval {
+        b = b.flush_interval(d);
+    }
+    if let Some(n) = a.concurrency {
+        b = b.max_concurrency(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    if let Some(d) = a.timeout {
+        b = b.request_timeout(d);
+    }
+    let mut policy = searchwire_bulk::RetryPolicy::default();
+    if let Some(n) = a.throttle_retries {
+        policy.throttled.max_retries = n;
+    }
+    if let Some(n) = a.unavailable_retries {
+        policy.unavailable.max_retries = n;
+    }
+    if let Some(n) = a.connection_retries {
+        policy.connection.max_retries = n;
+    }
+    let ix = Arc::new(b.retry_policy(policy).build().map_err(|e| e.to_string())?);
+
+    let reader: Box<dyn AsyncRead + Unpin + Send> = if a.input == "-" {
+        Box::new(tokio::io::stdin())
+    } else {
+        let mut f = tokio::fs::File::open(&a.input)
+            .await
+            .map_err(|e| format!("cannot open input {}: {e}", a.input))?;
+        if start_at.offset > 0 {
+            f.seek(std::io::SeekFrom::Start(start_at.offset))
+                .await
+                .map_err(|e| format!("cannot seek input {} to the checkpoint: {e}", a.input))?;
+        }
+        Box::new(f)
+    };
+
+    let started = Instant::now();
+    let reporter = tokio::spawn(report_loop(
+        ix.clone(),
+        shared.clone(),
+        a.resume.clone(),
+        a.progress_every,
+        a.checkpoint_every,
+        started,
+    ));
+
+    let parse = ParseSpec {
+        docs,
+        index: a.index.clone(),
+        op: match a.op {
+            DocOp::Create => OpType::Create,
+            DocOp::Index => OpType::Index,
+        },
+        id_field: a.id_field.clone(),
+    };
+    let mut interrupted = false;
+    let read_result = {
+        let read = read_input(reader, &parse, &ix, &shared, start_at.offset, start_at.line);
+        tokio::pin!(read);
+        tokio::select! {
+            r = &mut read => r,
+            _ = tokio::signal::ctrl_c() => {
+                interrupted = true;
+                output::error_message("interrupted: delivering what was read, then stopping (Ctrl-C again to quit now)");
+                Ok(0)
+            }
+        }
+    };
+    let lines = match &read_result {
+        Ok(n) => *n,
+        Err(_) => 0,
+    };
+    let stats = tokio::select! {
+        s = ix.close() => s,
+        _ = tokio::signal::ctrl_c() => {
+            output::error_message("interrupted again: quitting; the checkpoint covers what was acknowledged");
+            reporter.abort();
+            final_checkpoint(&ix, &shared, a.resume.as_deref());
+            return Ok(INTERRUPTED);
+        }
+    };
+    reporter.abort();
+    let checkpoint = final_checkpoint(&ix, &shared, a.resume.as_deref());
+    clear_progress_line();
+
+    let elapsed = started.elapsed();
+    let (dead_count, worst) = match shared.dead.lock() {
+        Ok(d) => (d.count, d.worst),
+        Err(_) => (0, None),
+    };
+    let summary = Summary {
+        input: &a.input,
+        lines,
+        stats: &stats,
+        malformed: shared.malformed.load(Ordering::Relaxed),
+        dead_letters: dead_count,
+        checkpoint: a.resume.as_ref().map(|_| checkpoint),
+        elapsed_ms: output::ms(elapsed),
+        docs_per_sec: if elapsed.as_secs_f64() > 0.0 {
+            (stats.indexed as f64 / elapsed.as_secs_f64()).round()
+        } else {
+            0.0
+        },
+        interrupted,
+    };
+    output::stdout(output::to_json_line(&summary).as_bytes());
+    if let Err(e) = read_result {
+        output::error_message(e);
+        return Ok(exit::USAGE);
+    }
+    Ok(if interrupted {
+        INTERRUPTED
+    } else if let Some(w) = worst {
+        match w {
+            "auth" => exit::AUTH,
+            "unreachable" if stats.indexed == 0 => exit::NO_NODE,
+            _ => exit::HTTP_ERROR,
+        }
+    } else if dead_count > 0 || stats.sink_errors > 0 {
+        exit::HTTP_ERROR
+    } else {
+        exit::SUCCESS
+    })
+}
+
+fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, String> {
+    match std::fs::read(path) {
+        Ok(b) => serde_json::from_slice(&b).map(Some).map_err(|e| {
+            format!(
+                "the checkpoint {} is not a searchwire checkpoint ({e}); delete it to start over",
+                path.display()
+            )
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!(
+            "cannot read the checkpoint {}: {e}",
+            path.display()
+        )),
+    }
+}
+
+/// Writes the checkpoint atomically (temporary file, fsync, rename).
+fn write_checkpoint(path: &Path, cp: &Checkpoint) -> std::io::Result<()> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".tmp");
+    let tmp = PathBuf::from(tmp);
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(output::to_json_line(cp).as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+/// Advances and writes the checkpoint (dead letters flushed first); returns the offset.
+fn final_checkpoint(ix: &BulkIndexer, shared: &Shared, path: Option<&Path>) -> u64 {
+    checkpoint_now(ix, shared, path, true).unwrap_or(0)
+}
+
+fn checkpoint_now(
+    ix: &BulkIndexer,
+    shared: &Shared,
+    path: Option<&Path>,
+    force: bool,
+) -> Option<u64> {
+    let below = ix.acknowledged_below();
+    let (moved, cp) = {
+        let mut t = shared.tracker.lock().ok()?;
+        let moved = t.advance(below);
+        (
+            moved,
+            Checkpoint {
+                input: t.done.input.clone(),
+                offset: t.done.offset,
+                line: t.done.line,
+            },
+        )
+    };
+    if let Some(path) = path {
+        if moved || force {
+            // The dead letters below the checkpoint must be on disk before it moves.
+            if let Ok(mut d) = shared.dead.lock() {
+                if let Err(e) = d.sync() {
+                    output::error_message(format!(
+                        "cannot write the dead letters: {e}; checkpoint not advanced"
+                    ));
+                    return None;
+                }
+            }
+            if let Err(e) = write_checkpoint(path, &cp) {
+                output::error_message(format!(
+                    "cannot write the checkpoint {}: {e}",
+                    path.display()
+                ));
+            }
+        }
+    }
+    Some(cp.offset)
+}
+
+async fn report_loop(
+    ix: Arc<BulkIndexer>,
+    shared: Arc<Shared>,
+    resume: Option<PathBuf>,
+    progress_every: Duration,
+    checkpoint_every: Duration,
+    started: Instant,
+) {
+    let tty = std::io::stderr().is_terminal();
+    let tick = if tty {
+        checkpoint_every.min(Duration::from_millis(500))
+    } else {
+        checkpoint_every.min(progress_every)
+    };
+    let mut interval = tokio::time::interval(tick);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_progress = started;
+    let mut last_checkpoint = started;
+    loop {
+        interval.tick().await;
+        let now = Instant::now();
+        if now.duration_since(last_checkpoint) >= checkpoint_every {
+            last_checkpoint = now;
+            checkpoint_now(&ix, &shared, resume.as_deref(), false);
+        }
+        if tty || now.duration_since(last_progress) >= progress_every {
+            last_progress = now;
+            let s = ix.stats();
+            let secs = now.duration_since(started).as_secs_f64().max(0.001);
+            let dead = shared.dead.lock().map(|d| d.count).unwrap_or(0);
+            let line = format!(
+                "ingest: {} indexed ({:.0} docs/s), {} retries, {} dead letters, {}/{} requests in flight, {:.1}s",
+                s.indexed,
+                s.indexed as f64 / secs,
+                s.retried(),
+                dead,
+                s.in_flight,
+                s.concurrency,
+                secs
+            );
+            if tty {
+                output::stderr(&format!("\r\x1b[2K{line}"));
+            } else {
+                output::stderr(&format!("{line}\n"));
+            }
+        }
+    }
+}
+
+fn clear_progress_line() {
+    if std::io::stderr().is_terminal() {
+        output::stderr("\r\x1b[2K");
+    }
+}
+
+/// The dead-letter sink: one NDJSON line per item, with its input line number.
+fn sink(
+    shared: Arc<Shared>,
+) -> impl Fn(&FailedItem) -> Result<(), SinkError> + Send + Sync + 'static {
+    move |item: &FailedItem| {
+        let line = shared.tracker.lock().ok().and_then(|t| t.line_of(item.seq));
+        let mut json = item.to_json_line();
+        if let Some(n) = line {
+            // {"line":N, ...the item...}
+            let mut with_line = format!("{{\"line\":{n},").into_bytes();
+            with_line.extend_from_slice(json.get(1..).unwrap_or_default());
+            json = with_line;
+        }
+        let worst = match (item.reason.error_type.as_str(), item.reason.retry_class) {
+            ("auth", _) => Some("auth"),
+            (_, Some("connection")) => Some("unreachable"),
+            _ => None,
+        };
+        let mut d = shared
+            .dead
+            .lock()
+            .map_err(|_| SinkError("dead-letter writer poisoned".into()))?;
+        if worst == Some("auth") {
+            shared.fatal.store(true, Ordering::Relaxed);
+        }
+        if d.worst != Some("auth") {
+            d.worst = worst.or(d.worst);
+        }
+        d.write(&json)
+            .map_err(|e| SinkError(format!("cannot write the dead-letter file: {e}")))
+    }
+}
+
+struct ParseSpec {
+    docs: bool,
+    index: Option<String>,
+    op: OpType,
+    id_field: Option<String>,
+}
+
+/// Reads the input from `offset` (line `line`), adding each record to the indexer.
+/// Returns the number of lines read.
+async fn read_input(
+    reader: Box<dyn AsyncRead + Unpin + Send>,
+    spec: &ParseSpec,
+    ix: &BulkIndexer,
+    shared: &Shared,
+    mut offset: u64,
+    mut line: u64,
+) -> Result<u64, String> {
+    let mut r = BufReader::with_capacity(256 * 1024, reader);
+    let mut buf = Vec::with_capacity(4096);
+    let mut lines_read = 0u64;
+    // A bulk-format action line waiting for its source: (action, its line number).
+    let mut pending_action: Option<(PartialAction, u64)> = None;
+    loop {
+        if shared.fatal.load(Ordering::Relaxed) {
+            output::error_message("stopping: the cluster rejected the credentials");
+            break;
+        }
+        buf.clear();
+        let n = r
+            .read_until(b'\n', &mut buf)
+            .await
+            .map_err(|e| format!("cannot read the input at line {}: {e}", line + 1))?;
+        if n == 0 {
+            break;
+        }
+        offset += n as u64;
+        line += 1;
+        lines_read += 1;
+        let text = trim_line(&buf);
+        if text.is_empty() && pending_action.is_none() {
+            // Blank lines finish immediately.
+            push_pending(shared, None, line, offset, line);
+            continue;
+        }
+        let record = if spec.docs {
+            parse_doc(text, spec).map(|a| (a, line))
+        } else if let Some((pa, start)) = pending_action.take() {
+            pa.with_source(text, spec).map(|a| (a, start))
+        } else {
+            match parse_action_line(text, spec) {
+                Ok(pa) if pa.op == OpType::Delete => pa.with_source(b"", spec).map(|a| (a, line)),
+                Ok(pa) => {
+                    pending_action = Some((pa, line));
+                    continue;
+                }
+                Err(e) => Err(e),
+            }
+        };
+        match record {
+            Ok((action, start_line)) => match ix.add(action).await {
+                Ok(seq) => push_pending(shared, Some(seq), start_line, offset, line),
+                Err(AddError::Invalid(reason)) => {
+                    malformed(
+                        shared,
+                        start_line,
+                        text,
+                        &format!("invalid action: {reason}"),
+                    );
+                    push_pending(shared, None, start_line, offset, line);
+                }
+                Err(e) => return Err(format!("cannot add line {start_line}: {e}")),
+            },
+            Err(reason) => {
+                malformed(shared, line, text, &reason);
+                push_pending(shared, None, line, offset, line);
+            }
+        }
+    }
+    if let Some((_, start)) = pending_action {
+        malformed(
+            shared,
+            start,
+            b"",
+            "the input ends after an action line without its source line",
+        );
+        push_pending(shared, None, start, offset, line);
+    }
+    Ok(lines_read)
+}
+
+fn push_pending(
+    shared: &Shared,
+    seq: Option<u64>,
+    start_line: u64,
+    end_offset: u64,
+    end_line: u64,
+) {
+    if let Ok(mut t) = shared.tracker.lock() {
+        t.pending.push_back(Pending {
+            seq,
+            start_line,
+            end_offset,
+            end_line,
+        });
+    }
+}
+
+fn trim_line(buf: &[u8]) -> &[u8] {
+    let mut end = buf.len();
+    while end > 0 && matches!(buf[end - 1], b'\n' | b'\r' | b' ' | b'\t') {
+        end -= 1;
+    }
+    let start = buf[..end]
+        .iter()
+        .position(|b| !matches!(b, b' ' | b'\t'))
+        .unwrap_or(end);
+    &buf[start..end]
+}
+
+/// Reports a malformed line on stderr and writes it to the dead letters.
+fn malformed(shared: &Shared, line: u64, text: &[u8], reason: &str) {
+    shared.malformed.fetch_add(1, Ordering::Relaxed);
+    output::error_message(format!(
+        "line {line}: {reason} (written to the dead letters)"
+    ));
+    #[derive(Serialize)]
+    struct Bad<'a> {
+        line: u64,
+        error_type: &'static str,
+        reason: &'a str,
+        text: String,
+    }
+    let shown = String::from_utf8_lossy(&text[..text.len().min(64 * 1024)]).into_owned();
+    let json = output::to_json_line(&Bad {
+        line,
+        error_type: "malformed_input",
+        reason,
+        text: shown,
+    });
+    if let Ok(mut d) = shared.dead.lock() {
+        if let Err(e) = d.write(json.as_bytes()) {
+            output::error_message(format!("cannot write the dead-letter file: {e}"));
+        }
+    }
+}
+
+fn parse_doc(text: &[u8], spec: &ParseSpec) -> Result<Action, String> {
+    let index = spec.index.clone().unwrap_or_default();
+    let mut action = Action::with_op(spec.op, index);
+    if let Some(path) = &spec.id_field {
+        let v: serde_json::Value =
+            serde_json::from_slice(text).map_err(|e| format!("not a JSON document: {e}"))?;
+        if !v.is_object() {
+            return Err("not a JSON object".into());
+        }
+        let id = lookup(&v, path).ok_or_else(|| format!("no id field {path:?}"))?;
+        action = action.id(id);
+    } else {
+        check_object(text)?;
+    }
+    Ok(action.source(Bytes::copy_from_slice(text)))
+}
+
+/// Validates that `text` is one JSON object without building a value.
+fn check_object(text: &[u8]) -> Result<(), String> {
+    if text.first() != Some(&b'{') {
+        return Err("not a JSON object".into());
+    }
+    serde_json::from_slice::<serde::de::IgnoredAny>(text)
+        .map(|_| ())
+        .map_err(|e| format!("not a JSON document: {e}"))
+}
+
+/// A dotted path's value as an id: a string, or a number/bool rendered as text.
+fn lookup(v: &serde_json::Value, path: &str) -> Option<String> {
+    let mut cur = v;
+    for part in path.split('.') {
+        cur = cur.get(part)?;
+    }
+    match cur {
+        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+        serde_json::Value::Number(n) => Some(n.to_string()),
+        serde_json::Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+#[derive(Deserialize)]
+struct Meta {
+    #[serde(rename = "_index")]
+    index: Option<String>,
+    #[serde(rename = "_id")]
+    id: Option<serde_json::Value>,
+    routing: Option<String>,
+    pipeline: Option<String>,
+    version: Option<u64>,
+    version_type: Option<String>,
+}
+
+struct PartialAction {
+    op: OpType,
+    meta: Meta,
+}
+
+fn parse_action_line(text: &[u8], spec: &ParseSpec) -> Result<PartialAction, String> {
+    let v: std::collections::BTreeMap<String, Meta> = serde_json::from_slice(text)
+        .map_err(|e| format!("not a bulk action line ({{\"index\":{{...}}}}): {e}"))?;
+    let mut it = v.into_iter();
+    let (Some((op, meta)), None) = (it.next(), it.next()) else {
+        return Err(
+            "a bulk action line has exactly one key: index, create, update or delete".into(),
+        );
+    };
+    let op = match op.as_str() {
+        "index" => OpType::Index,
+        "create" => OpType::Create,
+        "update" => OpType::Update,
+        "delete" => OpType::Delete,
+        other => {
+            return Err(format!(
+                "unknown bulk action {other:?}; use index, create, update or delete"
+            ))
+        }
+    };
+    if meta.index.is_none() && spec.index.is_none() {
+        return Err("the action has no _index and no --index was given".into());
+    }
+    Ok(PartialAction { op, meta })
+}
+
+impl PartialAction {
+    fn with_source(self, text: &[u8], spec: &ParseSpec) -> Result<Action, String> {
+        let m = self.meta;
+        let index = m.index.or_else(|| spec.index.clone()).unwrap_or_default();
+        let mut a = Action::with_op(self.op, index);
+        match m.id {
+            Some(serde_json::Value::String(s)) => a = a.id(s),
+            Some(serde_json::Value::Number(n)) => a = a.id(n.to_string()),
+            Some(serde_json::Value::Null) | None => {}
+            Some(other) => return Err(format!("_id must be a string, not {other}")),
+        }
+        if let Some(r) = m.routing {
+            a = a.routing(r);
+        }
+        if let Some(p) = m.pipeline {
+            a = a.pipeline(p);
+        }
+        if let Some(v) = m.version {
+            let vt = match m.version_type.as_deref() {
+                None | Some("internal") => VersionType::Internal,
+                Some("external") => VersionType::External,
+                Some("external_gte") => VersionType::ExternalGte,
+                Some(other) => return Err(format!("unknown version_type {other:?}")),
+            };
+            a = a.version(v, vt);
+        }
+        if self.op != OpType::Delete {
+            check_object(text).map_err(|e| format!("the source line: {e}"))?;
+            a = a.source(Bytes::copy_from_slice(text));
+        }
+        Ok(a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        assert_eq!(parse_bytes("64KiB"), Ok(65536));
+        assert_eq!(parse_bytes("5MiB"), Ok(5 * 1024 * 1024));
+        assert!(parse_bytes("0").is_err());
+        assert!(parse_bytes("5GB").is_err());
+        assert!(parse_bytes("x").is_err());
+    }
+
+    #[test]
+    fn checkpoint_advances_over_the_finished_prefix_only() {
+        let mut t = Tracker {
+            pending: Default::default(),
+            done: Checkpoint::default(),
+        };
+        for (seq, off) in [(Some(0), 10), (None, 11), (Some(1), 20), (Some(2), 30)] {
+            t.pending.push_back(Pending {
+                seq,
+                start_line: off,
+                end_offset: off,
+                end_line: off,
+            });
+        }
+        assert!(!t.advance(0));
+        assert!(t.advance(1));
+        assert_eq!(
+            t.done.offset, 11,
+            "the malformed line after seq 0 is finished too"
+        );
+        assert!(t.advance(3));
+        assert_eq!(t.done.offset, 30);
+    }
+
+    #[test]
+    fn ids_from_dotted_paths() {
+        let v = serde_json::json!({"user": {"id": 42, "name": "a"}, "s": "x"});
+        assert_eq!(lookup(&v, "user.id").as_deref(), Some("42"));
+        assert_eq!(lookup(&v, "s").as_deref(), Some("x"));
+        assert_eq!(lookup(&v, "user"), None);
+        assert_eq!(lookup(&v, "nope"), None);
+    }
+}

@@ -1,0 +1,272 @@
+//! `searchwire relay`: parses the flags, opens the queue, builds the client and runs
+//! [`searchwire_relay::Relay`] until SIGTERM/SIGINT (a second signal exits at once).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use searchwire_queue::{EmbeddedConfig, Queue, RedisConfig};
+use searchwire_relay::{config as defaults, AuthConfig, PriorityRule, Relay, RelayConfig};
+
+use crate::args::ConnectArgs;
+use crate::exit;
+use crate::ingest::parse_positive_duration;
+use crate::output;
+use crate::request::{connect, Auth};
+
+/// The consumer name of an embedded queue (one owner at a time).
+const EMBEDDED_CONSUMER: &str = "relay";
+
+/// Exit code when a second signal cut the graceful shutdown short.
+pub const FORCED: u8 = 130;
+
+const AFTER_HELP: &str = "\
+Serves POST /_bulk and POST|PUT /{index}/_bulk in OpenSearch's format. Each request is tried \
+once against the cluster (--live-budget); items the cluster cannot take now (429, 5xx, no node, \
+timeout, breaker open) are written durably to the queue and answered \
+{\"status\":200,\"result\":\"queued\"}; items refused for good keep their status and error. \
+A background loop delivers the queue (priority from X-Searchwire-Priority or --priority, then \
+arrival) and dead-letters what the cluster refuses for good (see `searchwire queue`).
+Health: GET /health/retry-queue (200 ready; 503 over --backlog-threshold or draining), \
+GET /health/live, GET /metrics. Neither health path needs credentials.
+SIGTERM/SIGINT: readiness 503, stop accepting, answer requests in flight, finish the delivery \
+cycle within --drain-timeout, release leased messages, exit 0. A second signal exits 130 at \
+once; nothing acknowledged is lost either way.
+Exit codes: 0 stopped gracefully, 2 usage or configuration error (or the queue cannot be \
+opened), 130 forced by a second signal.";
+
+#[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
+#[command(group(clap::ArgGroup::new("queue").required(true).args(["queue_dir", "redis"])))]
+pub struct RelayArgs {
+    #[command(flatten)]
+    pub conn: ConnectArgs,
+
+    #[arg(long, value_name = "ADDR", default_value = defaults::LISTEN, help = "Address to serve the bulk endpoint on (not loopback: needs --auth-token or --auth-user)")]
+    pub listen: SocketAddr,
+
+    #[arg(
+        long,
+        value_name = "DIR",
+        help = "Embedded durable queue in this directory (one relay per directory)"
+    )]
+    pub queue_dir: Option<PathBuf>,
+
+    #[arg(
+        long,
+        value_name = "URL",
+        help = "Redis Streams queue shared by several relays (redis://host:port)"
+    )]
+    pub redis: Option<String>,
+
+    #[arg(long, value_name = "NAME", requires = "redis", default_value = searchwire_queue::redis::DEFAULT_STREAM, help = "Redis stream key of the queue: relays with the same one share it")]
+    pub redis_stream: String,
+
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "SEARCHWIRE_RELAY_TOKEN",
+        hide_env_values = true,
+        conflicts_with = "auth_user",
+        help = "Require Authorization: Bearer TOKEN from clients"
+    )]
+    pub auth_token: Option<String>,
+
+    #[arg(
+        long,
+        value_name = "USER",
+        requires = "auth_password",
+        help = "Require basic credentials from clients"
+    )]
+    pub auth_user: Option<String>,
+
+    #[arg(
+        long,
+        value_name = "PASSWORD",
+        env = "SEARCHWIRE_RELAY_PASSWORD",
+        hide_env_values = true,
+        help = "Password for --auth-user"
+    )]
+    pub auth_password: Option<String>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, default_value = "60s", help = "How long a delivery holds its messages; a dead relay's are delivered by others after this (Redis)")]
+    pub lease_timeout: Duration,
+
+    #[arg(long, value_name = "N", default_value_t = defaults::BACKLOG_THRESHOLD, help = "Readiness is 503 while the backlog is above N")]
+    pub backlog_threshold: u64,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, default_value = "4s", help = "Time the delivery loop gets to finish its cycle on shutdown")]
+    pub drain_timeout: Duration,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, default_value = "5s", help = "Budget of the first try of a request against the cluster")]
+    pub live_budget: Duration,
+
+    #[arg(long, value_name = "BYTES", default_value_t = defaults::MAX_BODY_BYTES, help = "Largest request body (413 above)")]
+    pub max_body_bytes: usize,
+
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_RETRIES, help = "Failed deliveries before a queued item becomes a dead letter")]
+    pub max_retries: u32,
+
+    #[arg(long, value_name = "N", default_value_t = defaults::DELIVERY_BATCH, help = "Queued items per delivery request")]
+    pub delivery_batch: usize,
+
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_CONNECTIONS, help = "Client connections served at once")]
+    pub max_connections: usize,
+
+    #[arg(long, value_name = "PREFIX=N", value_parser = parse_priority, help = "Queue priority (0-255, higher first) for indices starting with PREFIX; repeatable")]
+    pub priority: Vec<PriorityRule>,
+
+    #[arg(
+        long,
+        help = "Do not try the cluster while answering: queue every item (the delivery loop sends it)"
+    )]
+    pub queue_only: bool,
+}
+
+fn parse_priority(s: &str) -> Result<PriorityRule, String> {
+    let (prefix, n) = s
+        .rsplit_once('=')
+        .ok_or_else(|| format!("{s:?}: give PREFIX=N, e.g. audit-=10"))?;
+    let priority = n
+        .trim()
+        .parse::<u8>()
+        .map_err(|_| format!("{s:?}: the priority must be a number from 0 to 255"))?;
+    Ok(PriorityRule {
+        prefix: prefix.to_owned(),
+        priority,
+    })
+}
+
+/// Runs the relay; returns the exit code.
+pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
+    let handle = match crate::metrics::install() {
+        Ok(h) => Some(h),
+        Err(e) => {
+            output::error_message(format!("metrics are off: {e}"));
+            None
+        }
+    };
+    let client = match connect(&a.conn, auth).and_then(|b| b.build().map_err(|e| e.to_string())) {
+        Ok(c) => c,
+        Err(e) => {
+            output::error_message(e);
+            return exit::USAGE;
+        }
+    };
+    let queue = match open_queue(&a).await {
+        Ok(q) => q,
+        Err(e) => {
+            output::error_message(e);
+            return exit::USAGE;
+        }
+    };
+    let auth = match (&a.auth_token, &a.auth_user, &a.auth_password) {
+        (Some(t), _, _) => AuthConfig::Bearer(t.clone()),
+        (None, Some(u), Some(p)) => AuthConfig::Basic {
+            user: u.clone(),
+            password: p.clone(),
+        },
+        _ => AuthConfig::None,
+    };
+    let config = RelayConfig {
+        listen: a.listen,
+        auth,
+        backlog_threshold: a.backlog_threshold,
+        drain_timeout: a.drain_timeout,
+        max_body_bytes: a.max_body_bytes,
+        live_budget: a.live_budget,
+        max_retries: a.max_retries,
+        delivery_batch: a.delivery_batch,
+        max_connections: a.max_connections,
+        priority_rules: a.priority,
+        queue_only: a.queue_only,
+        ..RelayConfig::default()
+    };
+    let mut relay = match Relay::bind(config, client, queue).await {
+        Ok(r) => r,
+        Err(e) => {
+            output::error_message(e);
+            return exit::USAGE;
+        }
+    };
+    if let Some(h) = handle {
+        relay = relay.metrics_render(Arc::new(move || h.render()));
+    }
+    let addr = relay
+        .local_addr()
+        .map_or_else(|_| a.listen.to_string(), |x| x.to_string());
+    // One line on stderr that scripts wait for.
+    output::stderr(&format!("searchwire relay listening on http://{addr}\n"));
+    let report = relay.run(first_signal()).await;
+    output::stderr(&format!(
+        "searchwire relay stopped: {} leased messages released, delivery {}, connections {}\n",
+        report.released,
+        if report.delivery_drained {
+            "drained"
+        } else {
+            "cut at the drain timeout"
+        },
+        if report.connections_drained {
+            "drained"
+        } else {
+            "cut"
+        },
+    ));
+    exit::SUCCESS
+}
+
+async fn open_queue(a: &RelayArgs) -> Result<Queue, String> {
+    if let Some(url) = &a.redis {
+        let mut cfg = RedisConfig::new(url.clone());
+        cfg.stream = a.redis_stream.clone();
+        // Several relays share a Redis queue: each has its own consumer name (the default,
+        // per process); a dead relay's leases are taken over after the lease timeout.
+        cfg.options = cfg.options.lease_timeout(a.lease_timeout);
+        return Queue::connect_redis(cfg)
+            .await
+            .map_err(|e| format!("cannot connect to the Redis queue: {e}"));
+    }
+    let dir = a
+        .queue_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("relay-queue"));
+    let mut cfg = EmbeddedConfig::new(dir.clone());
+    // One process owns an embedded queue, so one fixed consumer name: the leases a killed
+    // relay held are this relay's to release at start (no wait for the lease timeout).
+    cfg.options = cfg
+        .options
+        .consumer(EMBEDDED_CONSUMER)
+        .lease_timeout(a.lease_timeout);
+    tokio::task::spawn_blocking(move || Queue::open_embedded(cfg))
+        .await
+        .map_err(|e| format!("cannot open the queue: {e}"))?
+        .map_err(|e| format!("cannot open the queue in {}: {e}", dir.display()))
+}
+
+/// Completes on the first SIGTERM or SIGINT, and arms the second one: it exits at once.
+async fn first_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        output::error_message("cannot install the signal handlers: stop the relay with SIGKILL (nothing acknowledged is lost)");
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    output::stderr("searchwire relay: shutting down (a second signal exits at once)\n");
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        output::stderr("searchwire relay: second signal, exiting now\n");
+        std::process::exit(i32::from(FORCED));
+    });
+}

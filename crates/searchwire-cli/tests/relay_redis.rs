@@ -1,0 +1,100 @@
+//! Two `searchwire relay` processes on one real Redis queue (`scripts/redis`, as
+//! `scripts/test` starts it), one SIGKILLed under load: the other delivers its leased
+//! messages after the lease timeout, and every item either relay acknowledged is in the
+//! store exactly once.
+//!
+//! Skipped without `SEARCHWIRE_TEST_REDIS` unless `SEARCHWIRE_REQUIRE_REDIS=1`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod relay_support;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use relay_support::{free_port, load, spawn_relay_with, terminate, wait_drained, Load, Tally};
+use searchwire_fake::{BulkFault, FakeBulk, FakeCluster};
+
+fn redis_url() -> Option<String> {
+    let required = std::env::var("SEARCHWIRE_REQUIRE_REDIS").is_ok_and(|v| v.trim() == "1");
+    match std::env::var("SEARCHWIRE_TEST_REDIS") {
+        Ok(u) if !u.trim().is_empty() => Some(u.trim().to_owned()),
+        _ => {
+            assert!(
+                !required,
+                "SEARCHWIRE_REQUIRE_REDIS=1 but SEARCHWIRE_TEST_REDIS is not set"
+            );
+            eprintln!("relay_redis: skipped (SEARCHWIRE_TEST_REDIS is not set)");
+            None
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_relays_share_a_redis_queue_and_cover_for_a_killed_one() {
+    let Some(redis) = redis_url() else { return };
+    let cluster = FakeCluster::start(1).await.unwrap();
+    let bulk = FakeBulk::new();
+    bulk.install(&cluster);
+    bulk.fault_every(Some((4, BulkFault::Throttle)));
+    let urls = cluster.urls().join(",");
+    let stream = format!("sw-relay-test-{}", std::process::id());
+    let args = [
+        "--redis",
+        redis.as_str(),
+        "--redis-stream",
+        stream.as_str(),
+        "--lease-timeout",
+        "2s",
+        "--live-budget",
+        "1s",
+    ];
+    let a = spawn_relay_with(&urls, free_port(), &args).await;
+    let b = spawn_relay_with(&urls, free_port(), &args).await;
+    let tally = Arc::new(Tally::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut gens = Vec::new();
+    for (name, relay) in [("a", &a), ("b", &b)] {
+        let spec = Load {
+            addr: relay.addr,
+            index: "logs".into(),
+            prefix: name.into(),
+            tasks: 2,
+            batch: 40,
+            limit: u64::MAX,
+        };
+        gens.push(tokio::spawn(load(spec, stop.clone(), tally.clone())));
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let mut child = a.child;
+    child.start_kill().unwrap();
+    assert_eq!(child.wait().await.unwrap().code(), None);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stop.store(true, Ordering::Relaxed);
+    for g in gens {
+        g.await.unwrap();
+    }
+    bulk.fault_every(None);
+    wait_drained(b.addr, Duration::from_secs(60)).await;
+    assert_eq!(terminate(b).await, Some(0));
+    let acked = tally.acked.lock().unwrap().clone();
+    assert!(
+        acked.iter().any(|id| id.starts_with("a-")) && acked.iter().any(|id| id.starts_with("b-"))
+    );
+    let missing: Vec<&String> = acked
+        .iter()
+        .filter(|id| bulk.get("logs", id).is_none())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged items missing, e.g. {:?}",
+        missing.len(),
+        missing.first()
+    );
+    assert_eq!(bulk.max_writes(), 1);
+    eprintln!(
+        "{} acknowledged by two relays ({} queued), all present once after one was SIGKILLed",
+        acked.len(),
+        tally.queued.load(Ordering::Relaxed)
+    );
+}

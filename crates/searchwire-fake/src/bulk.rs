@@ -1,0 +1,485 @@
+//! A real-ish `_bulk` endpoint with item-level faults, shared by the nodes of a fake
+//! cluster: it parses the NDJSON body, stores documents per index and id (so tests count
+//! exactly what landed), honours `create` (409 when the id exists), and plays scripted
+//! faults — items answered 429/503, a connection reset *after* the batch was applied,
+//! whole-request answers, mapping errors for marked documents, missing indices.
+//!
+//! ```
+//! use searchwire_fake::{BulkFault, FakeBulk, FakeCluster};
+//! # fn main() -> std::io::Result<()> {
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
+//! let cluster = FakeCluster::start(2).await?;
+//! let bulk = FakeBulk::new();
+//! bulk.install(&cluster);                       // POST /_bulk and /{index}/_bulk on every node
+//! bulk.item_faults([BulkFault::Throttle, BulkFault::Ok, BulkFault::Unavailable]);
+//! bulk.reset_after_apply(1);                    // the next request lands, then the socket resets
+//! // ... run an indexer against cluster.urls(), then:
+//! assert_eq!(bulk.count("logs"), 0);
+//! # Ok(())
+//! # })
+//! # }
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use parking_lot::Mutex;
+use serde_json::{json, Value};
+
+use crate::behavior::{Behavior, Handler, HandlerRequest, Match};
+use crate::cluster::FakeCluster;
+use crate::node::FakeNode;
+
+/// What happens to one item, when scripted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BulkFault {
+    /// Processed normally.
+    Ok,
+    /// 429 `es_rejected_execution_exception`; not applied.
+    Throttle,
+    /// 503 `unavailable_shards_exception`; not applied.
+    Unavailable,
+    /// 409 `version_conflict_engine_exception`; not applied.
+    Conflict,
+}
+
+/// A stored document.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredDoc {
+    /// The source as sent.
+    pub source: Bytes,
+    /// 1 on creation, +1 per overwrite.
+    pub version: u64,
+}
+
+#[derive(Default)]
+struct State {
+    indices: HashMap<String, HashMap<String, StoredDoc>>,
+    /// Writes applied per index and id (creations and overwrites): "exactly once" is 1.
+    writes: HashMap<(String, String), u32>,
+    auto_create: bool,
+    faults: VecDeque<BulkFault>,
+    /// Every `n`-th item (1-based counter over all items) gets the fault.
+    every: Option<(u64, BulkFault)>,
+    items_seen: u64,
+    reset_after_apply: u32,
+    request_answers: VecDeque<Behavior>,
+    mapping_marker: Option<String>,
+    delay: Option<Duration>,
+    batch_sizes: Vec<usize>,
+    filter_paths: Vec<Option<String>>,
+}
+
+/// The shared `_bulk` store and fault script. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct FakeBulk {
+    state: Arc<Mutex<State>>,
+}
+
+impl Default for FakeBulk {
+    fn default() -> FakeBulk {
+        FakeBulk::new()
+    }
+}
+
+impl std::fmt::Debug for FakeBulk {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.state.lock();
+        f.debug_struct("FakeBulk")
+            .field("indices", &st.indices.len())
+            .field("items_seen", &st.items_seen)
+            .finish()
+    }
+}
+
+impl FakeBulk {
+    /// An empty store that creates indices on first write (like `action.auto_create_index`).
+    pub fn new() -> FakeBulk {
+        FakeBulk {
+            state: Arc::new(Mutex::new(State {
+                auto_create: true,
+                ..State::default()
+            })),
+        }
+    }
+
+    /// The behavior to install for bulk paths (what [`FakeBulk::install`] does).
+    pub fn behavior(&self) -> Behavior {
+        let me = self.clone();
+        Behavior::Handler(Handler::new(move |req| me.handle(req)))
+    }
+
+    /// Installs the handler on every node of `cluster` for `POST /_bulk` and
+    /// `POST /{index}/_bulk`, and for `GET /{index}/_count`.
+    pub fn install(&self, cluster: &FakeCluster) {
+        for node in cluster.nodes() {
+            self.install_on(node);
+        }
+    }
+
+    /// Installs the handler on one node.
+    pub fn install_on(&self, node: &FakeNode) {
+        let b = self.behavior();
+        node.on(Match::Any, b);
+    }
+
+    /// Whether indices are created by the first write (default yes). When off, items for
+    /// an index not made with [`FakeBulk::create_index`] get 404 `index_not_found_exception`.
+    pub fn set_auto_create(&self, on: bool) {
+        self.state.lock().auto_create = on;
+    }
+
+    /// Creates an empty index.
+    pub fn create_index(&self, name: &str) {
+        self.state
+            .lock()
+            .indices
+            .entry(name.to_owned())
+            .or_default();
+    }
+
+    /// Queues per-item faults, consumed one per item in arrival order (across requests).
+    pub fn item_faults(&self, faults: impl IntoIterator<Item = BulkFault>) {
+        self.state.lock().faults.extend(faults);
+    }
+
+    /// Every `n`-th item seen (counting all items, 1-based) gets `fault` — a share of 1/n.
+    /// `None` stops it.
+    pub fn fault_every(&self, every: Option<(u64, BulkFault)>) {
+        self.state.lock().every = every;
+    }
+
+    /// The next `n` bulk requests are applied in full, then the connection is reset
+    /// without an answer: the client cannot know that its documents landed.
+    pub fn reset_after_apply(&self, n: u32) {
+        self.state.lock().reset_after_apply += n;
+    }
+
+    /// The next bulk request gets `behavior` instead of being processed (e.g.
+    /// `Behavior::status(503)` or a 429 with `Retry-After`); nothing is applied.
+    pub fn answer_next(&self, behavior: Behavior) {
+        self.state.lock().request_answers.push_back(behavior);
+    }
+
+    /// Items whose source contains `marker` are answered 400 `mapper_parsing_exception`.
+    pub fn mapping_error_marker(&self, marker: &str) {
+        self.state.lock().mapping_marker = Some(marker.to_owned());
+    }
+
+    /// Every bulk answer is delayed by `d` (tokio time: paused tests skip it).
+    pub fn set_delay(&self, d: Option<Duration>) {
+        self.state.lock().delay = d;
+    }
+
+    /// Documents in `index`.
+    pub fn count(&self, index: &str) -> usize {
+        self.state.lock().indices.get(index).map_or(0, HashMap::len)
+    }
+
+    /// A stored document.
+    pub fn get(&self, index: &str, id: &str) -> Option<StoredDoc> {
+        self.state.lock().indices.get(index)?.get(id).cloned()
+    }
+
+    /// The ids in `index`, sorted.
+    pub fn ids(&self, index: &str) -> Vec<String> {
+        let mut v: Vec<String> = self
+            .state
+            .lock()
+            .indices
+            .get(index)
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        v.sort();
+        v
+    }
+
+    /// How many writes were applied for this id (1 = exactly once; overwrites count).
+    pub fn writes(&self, index: &str, id: &str) -> u32 {
+        let st = self.state.lock();
+        st.writes
+            .get(&(index.to_owned(), id.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The largest number of writes any document got.
+    pub fn max_writes(&self) -> u32 {
+        self.state
+            .lock()
+            .writes
+            .values()
+            .copied()
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Items seen over all bulk requests (retries included).
+    pub fn items_seen(&self) -> u64 {
+        self.state.lock().items_seen
+    }
+
+    /// The number of items of each bulk request, in arrival order.
+    pub fn batch_sizes(&self) -> Vec<usize> {
+        self.state.lock().batch_sizes.clone()
+    }
+
+    /// The `filter_path` query parameter of each bulk request, in arrival order.
+    pub fn filter_paths(&self) -> Vec<Option<String>> {
+        self.state.lock().filter_paths.clone()
+    }
+
+    fn handle(&self, req: &HandlerRequest<'_>) -> Behavior {
+        let segs: Vec<&str> = req.path.trim_matches('/').split('/').collect();
+        match (req.method, segs.as_slice()) {
+            ("POST" | "PUT", ["_bulk"]) => self.bulk(req, None),
+            ("POST" | "PUT", [index, "_bulk"]) => self.bulk(req, Some(index)),
+            ("GET" | "POST", [index, "_count"]) => {
+                Behavior::json(200, json!({ "count": self.count(index) }))
+            }
+            _ => Behavior::Default,
+        }
+    }
+
+    fn bulk(&self, req: &HandlerRequest<'_>, default_index: Option<&str>) -> Behavior {
+        let filter = req.query.and_then(|q| {
+            q.split('&')
+                .find_map(|kv| kv.strip_prefix("filter_path="))
+                .map(str::to_owned)
+        });
+        let mut st = self.state.lock();
+        st.filter_paths.push(filter.clone());
+        if let Some(b) = st.request_answers.pop_front() {
+            st.batch_sizes.push(0);
+            return b;
+        }
+        let lines: Vec<&[u8]> = req
+            .body
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+            .collect();
+        let mut items = Vec::new();
+        let mut i = 0;
+        while i < lines.len() {
+            let Ok(meta) = serde_json::from_slice::<Value>(lines[i]) else {
+                return bad_request(&format!("malformed action line {}", i + 1));
+            };
+            let Some((op, params)) = meta.as_object().and_then(|o| o.iter().next()) else {
+                return bad_request(&format!("malformed action line {}", i + 1));
+            };
+            let op = op.clone();
+            let index = params
+                .get("_index")
+                .and_then(Value::as_str)
+                .or(default_index)
+                .unwrap_or("")
+                .to_owned();
+            let id = params.get("_id").and_then(Value::as_str).map(str::to_owned);
+            let source = if op == "delete" {
+                None
+            } else {
+                i += 1;
+                match lines.get(i) {
+                    Some(s) => Some(Bytes::copy_from_slice(s)),
+                    None => return bad_request("the last action has no source line"),
+                }
+            };
+            i += 1;
+            items.push(st.apply_item(&op, index, id, source));
+        }
+        st.batch_sizes.push(items.len());
+        let errors = items.iter().any(|v| v.1 >= 300);
+        let filtered = filter.is_some();
+        let items: Vec<Value> = items
+            .into_iter()
+            .map(|(op, _status, mut body)| {
+                if filtered {
+                    if let Some(o) = body.as_object_mut() {
+                        o.retain(|k, _| matches!(k.as_str(), "status" | "result" | "error"));
+                    }
+                }
+                json!({ op: body })
+            })
+            .collect();
+        let body = if filtered {
+            json!({ "errors": errors, "items": items })
+        } else {
+            json!({ "took": 1, "errors": errors, "items": items })
+        };
+        let reset = st.reset_after_apply > 0;
+        if reset {
+            st.reset_after_apply -= 1;
+        }
+        let delay = st.delay;
+        drop(st);
+        let b = if reset {
+            Behavior::Reset
+        } else {
+            Behavior::json(200, body)
+        };
+        match delay {
+            Some(d) => b.delayed(d),
+            None => b,
+        }
+    }
+}
+
+fn bad_request(reason: &str) -> Behavior {
+    Behavior::json(
+        400,
+        json!({"error": {"type": "illegal_argument_exception", "reason": reason}, "status": 400}),
+    )
+}
+
+fn error_item(status: u16, kind: &str, reason: &str, index: &str, id: &str) -> Value {
+    json!({
+        "_index": index, "_id": id, "status": status,
+        "error": { "type": kind, "reason": reason },
+    })
+}
+
+impl State {
+    /// Applies one item; returns (op, status, item body).
+    fn apply_item(
+        &mut self,
+        op: &str,
+        index: String,
+        id: Option<String>,
+        source: Option<Bytes>,
+    ) -> (String, u16, Value) {
+        self.items_seen += 1;
+        let mut fault = self.faults.pop_front().unwrap_or(BulkFault::Ok);
+        if let Some((n, f)) = self.every {
+            if n > 0 && self.items_seen % n == 0 {
+                fault = f;
+            }
+        }
+        let id = id.unwrap_or_else(|| format!("auto-{}", self.items_seen));
+        let out = |status: u16, body: Value| (op.to_owned(), status, body);
+        match fault {
+            BulkFault::Ok => {}
+            BulkFault::Throttle => {
+                return out(
+                    429,
+                    error_item(
+                        429,
+                        "es_rejected_execution_exception",
+                        "rejected execution of primary operation [fake]: queue capacity reached",
+                        &index,
+                        &id,
+                    ),
+                );
+            }
+            BulkFault::Unavailable => {
+                return out(
+                    503,
+                    error_item(
+                        503,
+                        "unavailable_shards_exception",
+                        "[fake][0] primary shard is not active",
+                        &index,
+                        &id,
+                    ),
+                );
+            }
+            BulkFault::Conflict => {
+                return out(
+                    409,
+                    error_item(
+                        409,
+                        "version_conflict_engine_exception",
+                        "[fake]: version conflict (scripted)",
+                        &index,
+                        &id,
+                    ),
+                );
+            }
+        }
+        if !self.auto_create && !self.indices.contains_key(&index) {
+            return out(
+                404,
+                error_item(
+                    404,
+                    "index_not_found_exception",
+                    &format!("no such index [{index}]"),
+                    &index,
+                    &id,
+                ),
+            );
+        }
+        if let (Some(marker), Some(src)) = (&self.mapping_marker, &source) {
+            if src.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+                return out(
+                    400,
+                    error_item(
+                        400,
+                        "mapper_parsing_exception",
+                        "failed to parse field [fake] of type [long]",
+                        &index,
+                        &id,
+                    ),
+                );
+            }
+        }
+        let docs = self.indices.entry(index.clone()).or_default();
+        let exists = docs.contains_key(&id);
+        let (status, result) = match op {
+            "create" if exists => {
+                return out(
+                    409,
+                    error_item(
+                        409,
+                        "version_conflict_engine_exception",
+                        &format!("[{id}]: version conflict, document already exists"),
+                        &index,
+                        &id,
+                    ),
+                );
+            }
+            "delete" => {
+                if docs.remove(&id).is_some() {
+                    (200, "deleted")
+                } else {
+                    (404, "not_found")
+                }
+            }
+            "update" if !exists => {
+                return out(
+                    404,
+                    error_item(
+                        404,
+                        "document_missing_exception",
+                        &format!("[{id}]: document missing"),
+                        &index,
+                        &id,
+                    ),
+                );
+            }
+            _ => {
+                let version = docs.get(&id).map_or(1, |d| d.version + 1);
+                docs.insert(
+                    id.clone(),
+                    StoredDoc {
+                        source: source.unwrap_or_default(),
+                        version,
+                    },
+                );
+                *self.writes.entry((index.clone(), id.clone())).or_default() += 1;
+                if exists {
+                    (200, "updated")
+                } else {
+                    (201, "created")
+                }
+            }
+        };
+        out(
+            status,
+            json!({
+                "_index": index, "_id": id, "_version": 1, "result": result, "status": status,
+                "_shards": { "total": 2, "successful": 2, "failed": 0 },
+            }),
+        )
+    }
+}

@@ -1,0 +1,624 @@
+//! The Redis backend: one queue shared by any number of processes on any number of machines.
+//!
+//! # Layout
+//!
+//! A queue named `S` (default [`DEFAULT_STREAM`], `es-retry-stream` as in reference 004
+//! ch. 5) is these keys:
+//!
+//! | key | type | holds |
+//! | --- | --- | --- |
+//! | `S` | stream, consumer group (default [`DEFAULT_GROUP`]) | one entry per **lease**: the in-flight log; each consumer's pending-entries list is what it holds |
+//! | `S:delayed` | sorted set, score `retry_at` | messages not due yet |
+//! | `S:ready` | sorted set, all scores 0, ordered by member | due messages; the member `PPPRRRRRRRRRRRRRRRRIIIIIIIIIIIIIIIIIIII` (255 − priority, retry_at, id, zero-padded) sorts in delivery order |
+//! | `S:msg` | hash id → record | every queued message (leased or not) |
+//! | `S:meta` | hash id → "hash member" | where a message is, to remove it by id |
+//! | `S:hashes` | hash SHA-256 → id | de-duplication while queued |
+//! | `S:leases` | sorted set, score lease end | leased messages |
+//! | `S:inflight` | hash id → "entry lease-number consumer" | who holds what |
+//! | `S:dead`, `S:dead-ids` | hash id → dead-letter record, sorted set of ids | dead letters |
+//! | `S:arrival` | sorted set, score id | queued ids in arrival order (oldest, listing) |
+//! | `S:seq`, `S:lease-seq` | counters | message ids, lease numbers |
+//!
+//! # Why a stream *and* sorted sets
+//!
+//! A stream delivers in the order entries were added and hands every entry out as soon as it
+//! exists: it cannot hold a message back until its `retry_at`, nor deliver a priority-9
+//! message before a priority-0 one added earlier. So scheduling lives in two sorted sets
+//! (`delayed` by time, `ready` in delivery order) and the stream carries exactly what is
+//! leased: a lease is one Lua script that moves due messages from `delayed` to `ready`,
+//! takes the first `max` of `ready`, XADDs one entry per message and XREADGROUPs them into
+//! the consumer's pending list. Ack, reschedule and dead-lettering XACK the entry and then
+//! XDEL it, so only acknowledged entries are ever trimmed and the stream stays as long as
+//! the number of messages in flight. `XPENDING es-retry-stream searchwire` shows each
+//! consumer's leases and their idle time.
+//!
+//! Nothing is delivered early: a message enters `ready` only when a lease script runs at a
+//! `now` at or after its `retry_at`.
+//!
+//! # A consumer that dies
+//!
+//! Lease ends are kept in `S:leases` by the **caller's clock** (the injected
+//! [`Clock`](crate::Clock)), not by XAUTOCLAIM's idle time (Redis's clock): both backends
+//! then expire leases identically and tests drive expiry with a manual clock. Each lease
+//! script first returns expired leases to `ready` (XACK + XDEL of the dead holder's entry),
+//! where they are leased again in their place in the delivery order — an XAUTOCLAIM would
+//! hand them to whoever claims first, ahead of higher-priority messages. The effect is the
+//! same guarantee: a holder that dies loses nothing; its messages come back after the lease
+//! timeout. Machines sharing a queue need synchronized clocks (NTP): a skew shifts due
+//! times and lease ends by the skew.
+//!
+//! # Atomicity, batching, durability
+//!
+//! Every operation is one Lua script (atomic in Redis, one round trip). An append reserves
+//! its ids with one INCRBY, then sends its messages in chunks of [`RedisConfig::chunk`] as
+//! EVALSHA commands pipelined in one round trip; de-duplication by payload hash happens
+//! inside the script, so two processes appending the same payload store it once.
+//!
+//! `append` returns when Redis has executed the scripts. That survives the death of the
+//! appending process. Whether it survives a crash of Redis or of its machine is Redis's
+//! persistence setting: with `appendonly yes` and `appendfsync always`, Redis syncs its AOF
+//! before it replies, so everything whose append returned survives (this is what
+//! `scripts/redis` configures); with `appendfsync everysec` up to about one second of
+//! acknowledged writes can be lost. Replicas do not change this (replication is
+//! asynchronous) unless the operator adds `WAIT`.
+//!
+//! Cluster mode is not supported: the keys are not hash-tagged into one slot.
+
+mod scripts;
+
+use redis::aio::ConnectionManager;
+use redis::Value;
+use std::sync::Arc;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::message::{
+    Appended, DeadLetter, Lease, LeaseToken, Message, MessageId, NewMessage, PayloadHash, Replayed,
+    Rescheduled, Selection, Stats,
+};
+use crate::{record, QueueOptions, Timestamp};
+use scripts::Scripts;
+
+/// Default stream name, from reference 004 ch. 5.
+pub const DEFAULT_STREAM: &str = "es-retry-stream";
+/// Default consumer group.
+pub const DEFAULT_GROUP: &str = "searchwire";
+/// Default [`RedisConfig::chunk`]: messages per script call. 256 × 1 KB keeps each call well
+/// under Redis's 512 MB argument limit and each script run short (a few ms), so other
+/// clients are not stalled behind one huge batch.
+pub const DEFAULT_CHUNK: usize = 256;
+/// The most messages one [`RedisQueue::lease`] returns (Lua's `unpack` limit is ~8000).
+pub const MAX_LEASE: usize = 1000;
+
+/// Configuration of the Redis backend.
+#[derive(Clone)]
+pub struct RedisConfig {
+    /// `redis://[user:password@]host:port[/db]` (or `rediss://`). Never printed with its
+    /// password.
+    pub url: String,
+    /// The stream's key; the other keys start with it. Default [`DEFAULT_STREAM`].
+    pub stream: String,
+    /// The consumer group. Default [`DEFAULT_GROUP`].
+    pub group: String,
+    /// Messages per script call in an append. Default [`DEFAULT_CHUNK`].
+    pub chunk: usize,
+    /// Lease timeout, consumer name, clock.
+    pub options: QueueOptions,
+}
+
+impl RedisConfig {
+    /// Defaults for a queue at `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisConfig {
+            url: url.into(),
+            stream: DEFAULT_STREAM.to_owned(),
+            group: DEFAULT_GROUP.to_owned(),
+            chunk: DEFAULT_CHUNK,
+            options: QueueOptions::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &redact(&self.url))
+            .field("stream", &self.stream)
+            .field("group", &self.group)
+            .field("chunk", &self.chunk)
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+/// `url` with any password replaced by `***`.
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let (auth, host) = match rest.rfind('@') {
+        Some(at) => (&rest[..at], &rest[at + 1..]),
+        None => return url.to_owned(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => format!("{scheme}://***@{host}"),
+    }
+}
+
+struct Keys {
+    all: Vec<String>,
+}
+
+impl Keys {
+    fn new(stream: &str) -> Self {
+        let k = |suffix: &str| format!("{stream}:{suffix}");
+        Keys {
+            all: vec![
+                stream.to_owned(),
+                k("delayed"),
+                k("ready"),
+                k("msg"),
+                k("meta"),
+                k("hashes"),
+                k("leases"),
+                k("inflight"),
+                k("dead"),
+                k("dead-ids"),
+                k("arrival"),
+                k("lease-seq"),
+            ],
+        }
+    }
+
+    fn seq(&self) -> String {
+        format!("{}:seq", self.all[0])
+    }
+}
+
+/// The Redis queue. Cheap to clone (clones share the connection).
+#[derive(Clone)]
+pub struct RedisQueue {
+    conn: ConnectionManager,
+    scripts: Arc<Scripts>,
+    keys: Arc<Keys>,
+    config: Arc<RedisConfig>,
+}
+
+impl std::fmt::Debug for RedisQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisQueue")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+fn redis_err(what: &str, e: redis::RedisError) -> Error {
+    Error::with_source(ErrorKind::Redis, format!("redis: {what} failed"), e)
+}
+
+/// The delivery-order member of `ready`/`delayed`.
+fn schedule_member(m: &Message) -> String {
+    format!(
+        "{:03}{:016}{:020}",
+        u8::MAX - m.priority,
+        m.retry_at.as_millis(),
+        m.id.0
+    )
+}
+
+impl RedisQueue {
+    /// Connects, creates the stream and consumer group if missing, and loads the scripts.
+    pub async fn connect(config: RedisConfig) -> Result<Self> {
+        config.options.validate()?;
+        for (what, v) in [("stream", &config.stream), ("group", &config.group)] {
+            if v.is_empty() || v.contains(char::is_whitespace) {
+                return Err(Error::new(
+                    ErrorKind::InvalidInput,
+                    format!("invalid {what} name {v:?}: use a non-empty name without spaces"),
+                ));
+            }
+        }
+        if config.chunk == 0 {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "chunk must be at least 1",
+            ));
+        }
+        let shown = redact(&config.url);
+        let client = redis::Client::open(config.url.as_str()).map_err(|e| {
+            Error::with_source(
+                ErrorKind::InvalidInput,
+                format!(
+                    "invalid Redis URL {shown} (expected redis://[user:password@]host:port[/db])"
+                ),
+                e,
+            )
+        })?;
+        let mut conn = ConnectionManager::new(client).await.map_err(|e| {
+            Error::with_source(
+                ErrorKind::Redis,
+                format!("cannot connect to Redis at {shown}"),
+                e,
+            )
+        })?;
+        let created: redis::RedisResult<()> = redis::cmd("XGROUP")
+            .arg("CREATE")
+            .arg(&config.stream)
+            .arg(&config.group)
+            .arg("$")
+            .arg("MKSTREAM")
+            .query_async(&mut conn)
+            .await;
+        match created {
+            Ok(()) => {}
+            Err(e) if e.code() == Some("BUSYGROUP") => {}
+            Err(e) => return Err(redis_err("creating the consumer group", e)),
+        }
+        let scripts = Scripts::new();
+        for s in scripts.all() {
+            s.prepare_invoke()
+                .load_async(&mut conn)
+                .await
+                .map_err(|e| redis_err("loading the queue scripts", e))?;
+        }
+        Ok(RedisQueue {
+            keys: Arc::new(Keys::new(&config.stream)),
+            conn,
+            scripts: Arc::new(scripts),
+            config: Arc::new(config),
+        })
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> &QueueOptions {
+        &self.config.options
+    }
+
+    /// A handle on the same queue for another consumer (its own leases to release), sharing
+    /// the connection.
+    pub fn with_consumer(&self, consumer: impl Into<String>) -> Result<Self> {
+        let mut config = (*self.config).clone();
+        config.options = config.options.consumer(consumer);
+        config.options.validate()?;
+        Ok(RedisQueue {
+            config: Arc::new(config),
+            ..self.clone()
+        })
+    }
+
+    /// The stream's name.
+    pub fn stream(&self) -> &str {
+        &self.config.stream
+    }
+
+    fn now(&self) -> Timestamp {
+        self.config.options.clock.now()
+    }
+
+    /// `EVALSHA script <keys> group`: add the script's other arguments to it.
+    fn invocation(&self, script: &redis::Script) -> redis::Cmd {
+        let mut cmd = redis::cmd("EVALSHA");
+        cmd.arg(script.get_hash())
+            .arg(self.keys.all.len())
+            .arg(&self.keys.all)
+            .arg(&self.config.group);
+        cmd
+    }
+
+    async fn run<T: redis::FromRedisValue>(&self, what: &str, cmd: &redis::Cmd) -> Result<T> {
+        let mut pipe = redis::pipe();
+        pipe.add_command(cmd.clone());
+        let (v,): (T,) = self.run_pipe(what, &pipe).await?;
+        Ok(v)
+    }
+
+    /// Sends a pipeline of script calls; if Redis lost its script cache (a restart), loads
+    /// the scripts and sends it again (a NOSCRIPT reply means no script ran).
+    async fn run_pipe<T: redis::FromRedisValue>(
+        &self,
+        what: &str,
+        pipe: &redis::Pipeline,
+    ) -> Result<T> {
+        let mut conn = self.conn.clone();
+        match pipe.query_async(&mut conn).await {
+            Ok(v) => Ok(v),
+            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
+                for s in self.scripts.all() {
+                    s.prepare_invoke()
+                        .load_async(&mut conn)
+                        .await
+                        .map_err(|e| redis_err("reloading the queue scripts", e))?;
+                }
+                pipe.query_async(&mut conn)
+                    .await
+                    .map_err(|e| redis_err(what, e))
+            }
+            Err(e) => Err(redis_err(what, e)),
+        }
+    }
+
+    /// See [`Queue::append`](crate::Queue::append).
+    pub async fn append(&self, batch: Vec<NewMessage>) -> Result<Vec<Appended>> {
+        crate::check_batch(&batch)?;
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let mut conn = self.conn.clone();
+        let last: u64 = redis::cmd("INCRBY")
+            .arg(self.keys.seq())
+            .arg(batch.len())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| redis_err("reserving message ids", e))?;
+        let first = last + 1 - batch.len() as u64;
+        let messages: Vec<Message> = batch
+            .iter()
+            .enumerate()
+            .map(|(i, n)| {
+                crate::message_from_new(
+                    n,
+                    MessageId(first + i as u64),
+                    PayloadHash::of(&n.payload),
+                    now,
+                )
+            })
+            .collect();
+        let results = self.store(&messages, now, false).await?;
+        results
+            .iter()
+            .map(|r| match parse_outcome(r)? {
+                ('n', id) => Ok(Appended::New(id)),
+                ('d', id) => Ok(Appended::Duplicate(id)),
+                _ => Err(Error::corrupt(format!("unexpected append result {r:?}"))),
+            })
+            .collect()
+    }
+
+    /// Runs the append script over `messages` in pipelined chunks.
+    async fn store(&self, messages: &[Message], now: Timestamp, dead: bool) -> Result<Vec<String>> {
+        let mut pipe = redis::pipe();
+        for chunk in messages.chunks(self.config.chunk) {
+            let mut inv = self.invocation(&self.scripts.append);
+            inv.arg(now.as_millis());
+            for m in chunk {
+                inv.arg(m.id.0)
+                    .arg(m.payload_hash.to_hex())
+                    .arg(schedule_member(m))
+                    .arg(m.retry_at.as_millis())
+                    .arg(record::encode(m))
+                    .arg(if dead { "1" } else { "" });
+            }
+            pipe.add_command(inv);
+        }
+        let chunks: Vec<Vec<String>> = self.run_pipe("appending", &pipe).await?;
+        Ok(chunks.into_iter().flatten().collect())
+    }
+
+    /// See [`Queue::lease`](crate::Queue::lease). At most [`MAX_LEASE`] per call.
+    pub async fn lease(&self, max: usize) -> Result<Vec<Lease>> {
+        let now = self.now();
+        let expires_at = now.saturating_add(self.config.options.lease_timeout);
+        let mut inv = self.invocation(&self.scripts.lease);
+        inv.arg(now.as_millis())
+            .arg(max.min(MAX_LEASE))
+            .arg(&self.config.options.consumer)
+            .arg(expires_at.as_millis());
+        let values: Vec<Value> = self.run("leasing", &inv).await?;
+        let mut out = Vec::with_capacity(values.len() / 2);
+        let mut it = values.into_iter();
+        while let (Some(n), Some(rec)) = (it.next(), it.next()) {
+            let Value::Int(n) = n else {
+                return Err(Error::corrupt("lease number is not an integer"));
+            };
+            let Value::BulkString(rec) = rec else {
+                return Err(Error::corrupt("a leased message has no record"));
+            };
+            out.push(Lease {
+                message: record::decode(&rec)?,
+                token: LeaseToken(u64::try_from(n).unwrap_or(0)),
+                expires_at,
+            });
+        }
+        Ok(out)
+    }
+
+    /// See [`Queue::ack`](crate::Queue::ack).
+    pub async fn ack(&self, ids: &[MessageId]) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let mut inv = self.invocation(&self.scripts.ack);
+        for id in ids {
+            inv.arg(id.0);
+        }
+        self.run("acknowledging", &inv).await
+    }
+
+    /// See [`Queue::reschedule`](crate::Queue::reschedule).
+    pub async fn reschedule(
+        &self,
+        lease: &Lease,
+        retry_at: Timestamp,
+        error: &str,
+    ) -> Result<Rescheduled> {
+        let now = self.now();
+        let mut m = lease.message.clone();
+        let attempts = m.attempts.saturating_add(1);
+        if crate::exhausted(attempts, m.max_retries) {
+            m.attempts = attempts;
+            return Ok(if self.kill(lease, m, error, now).await? {
+                Rescheduled::DeadLettered
+            } else {
+                Rescheduled::LeaseLost
+            });
+        }
+        m.attempts = attempts;
+        m.retry_at = retry_at;
+        m.last_error = Some(error.to_owned());
+        m.pending_shutdown = false;
+        let mut inv = self.invocation(&self.scripts.reschedule);
+        inv.arg(now.as_millis())
+            .arg(m.id.0)
+            .arg(lease.token.0)
+            .arg(record::encode(&m))
+            .arg(schedule_member(&m))
+            .arg(retry_at.as_millis());
+        let done: i64 = self.run("rescheduling", &inv).await?;
+        Ok(if done == 1 {
+            Rescheduled::Scheduled { attempts, retry_at }
+        } else {
+            Rescheduled::LeaseLost
+        })
+    }
+
+    async fn kill(
+        &self,
+        lease: &Lease,
+        mut m: Message,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<bool> {
+        m.last_error = Some(reason.to_owned());
+        let mut inv = self.invocation(&self.scripts.kill);
+        inv.arg(m.id.0)
+            .arg(lease.token.0)
+            .arg(record::encode_dead(&m, reason, now));
+        let done: i64 = self.run("dead-lettering", &inv).await?;
+        Ok(done == 1)
+    }
+
+    /// See [`Queue::dead_letter`](crate::Queue::dead_letter).
+    pub async fn dead_letter(&self, lease: &Lease, reason: &str) -> Result<bool> {
+        self.kill(lease, lease.message.clone(), reason, self.now())
+            .await
+    }
+
+    /// See [`Queue::release`](crate::Queue::release).
+    pub async fn release(&self) -> Result<u64> {
+        let mut inv = self.invocation(&self.scripts.release);
+        inv.arg(&self.config.options.consumer);
+        self.run("releasing leases", &inv).await
+    }
+
+    /// See [`Queue::stats`](crate::Queue::stats).
+    pub async fn stats(&self) -> Result<Stats> {
+        let now = self.now();
+        let mut inv = self.invocation(&self.scripts.stats);
+        inv.arg(now.as_millis());
+        let v: (u64, u64, u64, Option<Vec<u8>>, u64) = self.run("reading stats", &inv).await?;
+        let oldest = match v.3 {
+            Some(rec) => Some(now.saturating_duration_since(record::decode(&rec)?.enqueued_at)),
+            None => None,
+        };
+        Ok(Stats {
+            backlog: v.0,
+            due: v.1,
+            leased: v.2,
+            oldest_age: oldest,
+            dead_letters: v.4,
+        })
+    }
+
+    async fn list_raw(
+        &self,
+        which: &str,
+        after: Option<MessageId>,
+        limit: usize,
+    ) -> Result<Vec<Vec<u8>>> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let mut inv = self.invocation(&self.scripts.list);
+        inv.arg(which).arg(after.map_or(0, |a| a.0)).arg(limit);
+        let v: Vec<Option<Vec<u8>>> = self.run("listing", &inv).await?;
+        Ok(v.into_iter().flatten().collect())
+    }
+
+    /// See [`Queue::list`](crate::Queue::list).
+    pub async fn list(&self, after: Option<MessageId>, limit: usize) -> Result<Vec<Message>> {
+        self.list_raw("queued", after, limit)
+            .await?
+            .iter()
+            .map(|r| record::decode(r))
+            .collect()
+    }
+
+    /// See [`Queue::dead_letters`](crate::Queue::dead_letters).
+    pub async fn dead_letters(
+        &self,
+        after: Option<MessageId>,
+        limit: usize,
+    ) -> Result<Vec<DeadLetter>> {
+        self.list_raw("dead", after, limit)
+            .await?
+            .iter()
+            .map(|r| record::decode_dead(r))
+            .collect()
+    }
+
+    /// See [`Queue::replay`](crate::Queue::replay).
+    pub async fn replay(&self, selection: &Selection) -> Result<Replayed> {
+        let now = self.now();
+        let mut out = Replayed::default();
+        let mut after = None;
+        loop {
+            let page = self.dead_letters(after, self.config.chunk).await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.message.id);
+            let revived: Vec<Message> = page
+                .into_iter()
+                .filter(|d| selection.contains(d.message.id))
+                .map(|d| crate::revived(d.message, now))
+                .collect();
+            for r in self.store(&revived, now, true).await? {
+                match parse_outcome(&r)?.0 {
+                    'n' => out.replayed += 1,
+                    'd' => out.duplicates += 1,
+                    _ => {}
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// See [`Queue::purge`](crate::Queue::purge).
+    pub async fn purge(&self, selection: &Selection) -> Result<u64> {
+        let mut inv = self.invocation(&self.scripts.purge);
+        match selection {
+            Selection::All => {
+                inv.arg("*");
+            }
+            Selection::Ids(ids) if ids.is_empty() => return Ok(0),
+            Selection::Ids(ids) => {
+                for id in ids {
+                    inv.arg(id.0);
+                }
+            }
+        }
+        self.run("purging dead letters", &inv).await
+    }
+}
+
+/// Splits "n42" into ('n', 42).
+fn parse_outcome(r: &str) -> Result<(char, MessageId)> {
+    let mut chars = r.chars();
+    let kind = chars.next().unwrap_or('?');
+    let id = chars
+        .as_str()
+        .parse()
+        .map_err(|_| Error::corrupt(format!("unexpected script result {r:?}")))?;
+    Ok((kind, MessageId(id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redacts_passwords() {
+        assert_eq!(redact("redis://:secret@h:6379/0"), "redis://:***@h:6379/0");
+        assert_eq!(redact("redis://u:secret@h:6379"), "redis://u:***@h:6379");
+        assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+    }
+}

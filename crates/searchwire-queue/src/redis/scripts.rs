@@ -1,0 +1,261 @@
+//! The Lua scripts: each operation is one script, so it is atomic in Redis and costs one
+//! round trip. `KEYS` are always [`super::Keys::all`] in that order; `ARGV[1]` is always the
+//! consumer group.
+
+/// Shared by every script: key names, and the helpers that keep the structures consistent.
+const COMMON: &str = r#"
+local S, DELAYED, READY, MSG, META, HASHES, LEASES, INFLIGHT, DEADMSG, DEADIDS, ARRIVAL, LEASESEQ =
+  KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local GROUP = ARGV[1]
+local function split(s)
+  local t = {}
+  for w in string.gmatch(s, '%S+') do t[#t + 1] = w end
+  return t
+end
+local function id_of(skey) return string.match(string.sub(skey, 20), '^0*(%d+)$') end
+-- Ends a lease: acknowledges its stream entry, then deletes it (only acknowledged entries
+-- are ever removed from the stream).
+local function end_lease(id)
+  local inf = redis.call('HGET', INFLIGHT, id)
+  if not inf then return nil end
+  local f = split(inf)
+  redis.call('XACK', S, GROUP, f[1])
+  redis.call('XDEL', S, f[1])
+  redis.call('HDEL', INFLIGHT, id)
+  redis.call('ZREM', LEASES, id)
+  return f
+end
+local function schedule(skey, retry_at, now)
+  if retry_at <= now then
+    redis.call('ZADD', READY, 0, skey)
+  else
+    redis.call('ZADD', DELAYED, retry_at, skey)
+  end
+end
+local function lease_is(id, token)
+  local inf = redis.call('HGET', INFLIGHT, id)
+  return inf and split(inf)[2] == token
+end
+-- Removes every trace of a queued message; returns whether it was queued.
+local function remove(id)
+  local m = redis.call('HGET', META, id)
+  if not m then return false end
+  local f = split(m)
+  if redis.call('HGET', HASHES, f[1]) == id then redis.call('HDEL', HASHES, f[1]) end
+  if not end_lease(id) then
+    redis.call('ZREM', READY, f[2])
+    redis.call('ZREM', DELAYED, f[2])
+  end
+  redis.call('HDEL', MSG, id)
+  redis.call('HDEL', META, id)
+  redis.call('ZREM', ARRIVAL, id)
+  return true
+end
+"#;
+
+/// ARGV: group, now, then per message: id, hash, skey, retry_at, record, dead ("1" when the
+/// message is a replayed dead letter, else ""). Returns per message "n<id>" (stored),
+/// "d<id>" (duplicate of queued id) or "g<id>" (a replayed dead letter that is gone).
+const APPEND: &str = r#"
+local now = tonumber(ARGV[2])
+local out = {}
+for i = 3, #ARGV, 6 do
+  local id, hash, skey, retry_at, rec, dead =
+    ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4], ARGV[i + 5]
+  local gone = false
+  if dead ~= '' then
+    gone = redis.call('HDEL', DEADMSG, id) == 0
+    redis.call('ZREM', DEADIDS, id)
+  end
+  local existing = redis.call('HGET', HASHES, hash)
+  if gone then
+    out[#out + 1] = 'g' .. id
+  elseif existing then
+    out[#out + 1] = 'd' .. existing
+  else
+    redis.call('HSET', HASHES, hash, id)
+    redis.call('HSET', MSG, id, rec)
+    redis.call('HSET', META, id, hash .. ' ' .. skey)
+    redis.call('ZADD', ARRIVAL, id, id)
+    schedule(skey, retry_at, now)
+    out[#out + 1] = 'n' .. id
+  end
+end
+return out
+"#;
+
+/// ARGV: group, now, max, consumer, expires_at. Moves due delayed messages and expired
+/// leases to the ready set, then leases the first `max` of it: XADD one entry each and
+/// XREADGROUP them into this consumer's pending list. Returns lease number, record pairs.
+const LEASE: &str = r#"
+local now, max, consumer, expires = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
+while true do
+  local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, 500)
+  if #due == 0 then break end
+  for _, skey in ipairs(due) do redis.call('ZADD', READY, 0, skey) end
+  redis.call('ZREM', DELAYED, unpack(due))
+end
+while true do
+  local expired = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, 500)
+  if #expired == 0 then break end
+  for _, id in ipairs(expired) do
+    end_lease(id)
+    redis.call('ZREM', LEASES, id)
+    local m = redis.call('HGET', META, id)
+    if m then redis.call('ZADD', READY, 0, split(m)[2]) end
+  end
+end
+if max <= 0 then return {} end
+local keys = redis.call('ZRANGE', READY, 0, max - 1)
+if #keys == 0 then return {} end
+redis.call('ZREM', READY, unpack(keys))
+local entries = {}
+for i, skey in ipairs(keys) do
+  entries[i] = redis.call('XADD', S, '*', 'id', id_of(skey))
+end
+redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', #keys, 'STREAMS', S, '>')
+local out = {}
+for i, skey in ipairs(keys) do
+  local id = id_of(skey)
+  local n = redis.call('INCR', LEASESEQ)
+  redis.call('HSET', INFLIGHT, id, entries[i] .. ' ' .. n .. ' ' .. consumer)
+  redis.call('ZADD', LEASES, expires, id)
+  out[#out + 1] = n
+  out[#out + 1] = redis.call('HGET', MSG, id)
+end
+return out
+"#;
+
+/// ARGV: group, ids... Returns how many were queued.
+const ACK: &str = r#"
+local n = 0
+for i = 2, #ARGV do
+  if remove(ARGV[i]) then n = n + 1 end
+end
+return n
+"#;
+
+/// ARGV: group, now, id, lease number, record, skey, retry_at. Returns 1, or 0 when the
+/// lease is not current.
+const RESCHEDULE: &str = r#"
+local now, id, token = tonumber(ARGV[2]), ARGV[3], ARGV[4]
+if not lease_is(id, token) then return 0 end
+end_lease(id)
+local m = split(redis.call('HGET', META, id))
+redis.call('HSET', MSG, id, ARGV[5])
+redis.call('HSET', META, id, m[1] .. ' ' .. ARGV[6])
+schedule(ARGV[6], tonumber(ARGV[7]), now)
+return 1
+"#;
+
+/// ARGV: group, id, lease number, dead-letter record. Returns 1, or 0 when the lease is
+/// not current.
+const KILL: &str = r#"
+local id, token = ARGV[2], ARGV[3]
+if not lease_is(id, token) then return 0 end
+remove(id)
+redis.call('HSET', DEADMSG, id, ARGV[4])
+redis.call('ZADD', DEADIDS, id, id)
+return 1
+"#;
+
+/// ARGV: group, consumer. Gives back every lease of `consumer`, setting the record's
+/// pending_shutdown flag (bit 0 of byte 2). Returns how many.
+const RELEASE: &str = r#"
+local consumer = ARGV[2]
+local all = redis.call('HGETALL', INFLIGHT)
+local n = 0
+for i = 1, #all, 2 do
+  local id = all[i]
+  if split(all[i + 1])[3] == consumer then
+    end_lease(id)
+    local rec = redis.call('HGET', MSG, id)
+    local m = redis.call('HGET', META, id)
+    if rec and m then
+      rec = string.sub(rec, 1, 1) .. string.char(bit.bor(string.byte(rec, 2), 1)) .. string.sub(rec, 3)
+      redis.call('HSET', MSG, id, rec)
+      redis.call('ZADD', READY, 0, split(m)[2])
+      n = n + 1
+    end
+  end
+end
+return n
+"#;
+
+/// ARGV: group, "*" or ids... Returns how many dead letters were deleted.
+const PURGE: &str = r#"
+if ARGV[2] == '*' then
+  local n = redis.call('ZCARD', DEADIDS)
+  redis.call('DEL', DEADMSG, DEADIDS)
+  return n
+end
+local n = 0
+for i = 2, #ARGV do
+  if redis.call('HDEL', DEADMSG, ARGV[i]) == 1 then n = n + 1 end
+  redis.call('ZREM', DEADIDS, ARGV[i])
+end
+return n
+"#;
+
+/// ARGV: group, now. Returns backlog, due, leased, oldest record (or false), dead letters.
+const STATS: &str = r#"
+local now = tonumber(ARGV[2])
+local due = redis.call('ZCARD', READY) + redis.call('ZCOUNT', DELAYED, '-inf', now)
+local first = redis.call('ZRANGE', ARRIVAL, 0, 0)
+local oldest = false
+if #first > 0 then oldest = redis.call('HGET', MSG, first[1]) end
+return {redis.call('HLEN', MSG), due, redis.call('HLEN', INFLIGHT), oldest, redis.call('ZCARD', DEADIDS)}
+"#;
+
+/// ARGV: group, which ("queued" or "dead"), after id, limit. Returns records by id.
+const LIST: &str = r#"
+local ids, hash
+if ARGV[2] == 'dead' then ids, hash = DEADIDS, DEADMSG else ids, hash = ARRIVAL, MSG end
+local found = redis.call('ZRANGEBYSCORE', ids, '(' .. ARGV[3], '+inf', 'LIMIT', 0, tonumber(ARGV[4]))
+if #found == 0 then return {} end
+return redis.call('HMGET', hash, unpack(found))
+"#;
+
+/// One loaded script per operation.
+pub(super) struct Scripts {
+    pub append: redis::Script,
+    pub lease: redis::Script,
+    pub ack: redis::Script,
+    pub reschedule: redis::Script,
+    pub kill: redis::Script,
+    pub release: redis::Script,
+    pub purge: redis::Script,
+    pub stats: redis::Script,
+    pub list: redis::Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Self {
+        let s = |body: &str| redis::Script::new(&format!("{COMMON}{body}"));
+        Scripts {
+            append: s(APPEND),
+            lease: s(LEASE),
+            ack: s(ACK),
+            reschedule: s(RESCHEDULE),
+            kill: s(KILL),
+            release: s(RELEASE),
+            purge: s(PURGE),
+            stats: s(STATS),
+            list: s(LIST),
+        }
+    }
+
+    pub(super) fn all(&self) -> [&redis::Script; 9] {
+        [
+            &self.append,
+            &self.lease,
+            &self.ack,
+            &self.reschedule,
+            &self.kill,
+            &self.release,
+            &self.purge,
+            &self.stats,
+            &self.list,
+        ]
+    }
+}

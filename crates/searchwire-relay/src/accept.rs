@@ -1,0 +1,208 @@
+//! `POST /_bulk`: try the cluster once, within the live budget; queue durably what it could
+//! not take now; answer in OpenSearch's bulk format only after every item is indexed,
+//! failed for good, or durably queued.
+
+use tokio::time::Instant;
+
+use bytes::Bytes;
+use http::StatusCode;
+use searchwire::BreakerState;
+use searchwire_queue::NewMessage;
+use serde_json::{json, Map, Value};
+
+use crate::ndjson::{self, Defaults, Item};
+use crate::send::{self, ItemOutcome, SendOutcome};
+use crate::state::Shared;
+
+/// The result a queued item reports. Its status is 200: the relay has taken responsibility
+/// for the write (it is on disk, or in Redis, and will be delivered with its id). 202 would
+/// say the same more precisely, but Logstash (success = 200/201), Beats and the Go bulk
+/// indexers (failure = status > 201) would count it as a failure and send the item again.
+pub const QUEUED: &str = "queued";
+
+/// What the handler answers.
+#[derive(Debug)]
+pub struct Answer {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// JSON body.
+    pub body: Bytes,
+}
+
+impl Answer {
+    pub(crate) fn json(status: StatusCode, v: &Value) -> Answer {
+        Answer {
+            status,
+            body: Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
+        }
+    }
+
+    /// OpenSearch's error body: `{"error":{"root_cause":[..],"type","reason"},"status"}`.
+    pub(crate) fn error(status: StatusCode, kind: &str, reason: &str) -> Answer {
+        let e = json!({"type": kind, "reason": reason});
+        Answer::json(
+            status,
+            &json!({"error": {"root_cause": [e.clone()], "type": kind, "reason": reason}, "status": status.as_u16()}),
+        )
+    }
+}
+
+/// The parsed request: body, URL defaults, query parameters for the cluster, priority.
+#[derive(Debug, Default)]
+pub struct BulkRequest {
+    /// NDJSON body.
+    pub body: Bytes,
+    /// `_index`, `routing`, `pipeline` defaults.
+    pub defaults: Defaults,
+    /// Passed on to the first try (`timeout`, `wait_for_active_shards`).
+    pub query: Vec<(String, String)>,
+    /// `X-Searchwire-Priority`.
+    pub priority: Option<u8>,
+}
+
+/// Handles one bulk request.
+pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
+    let started = Instant::now();
+    let items = match ndjson::parse(&req.body, &req.defaults) {
+        Ok(items) => items,
+        Err(e) => {
+            metrics::counter!("searchwire_relay_requests_total", "result" => "bad_request")
+                .increment(1);
+            return Answer::error(StatusCode::BAD_REQUEST, e.kind, &e.reason);
+        }
+    };
+    let cfg = &shared.config;
+    let refs: Vec<&Item> = items.iter().collect();
+    let outcomes = if cfg.queue_only {
+        vec![ItemOutcome::Retry("queue-only relay".into()); items.len()]
+    } else if shared.client.breaker_state() == BreakerState::Open {
+        vec![
+            ItemOutcome::Retry("circuit_open: the cluster circuit breaker is open".into());
+            items.len()
+        ]
+    } else {
+        match send::send(&shared.client, &refs, cfg.live_budget, &req.query).await {
+            SendOutcome::Items(v) => v,
+            SendOutcome::Retry(r) => vec![ItemOutcome::Retry(r); items.len()],
+            SendOutcome::Rejected { status, body } => {
+                metrics::counter!("searchwire_relay_requests_total", "result" => "rejected")
+                    .increment(1);
+                return Answer {
+                    status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
+                    body,
+                };
+            }
+        }
+    };
+    let now = shared.queue.options().clock.now();
+    let retry_at = now.saturating_add(cfg.retry_base);
+    let mut batch = Vec::new();
+    for (item, outcome) in items.iter().zip(&outcomes) {
+        if let ItemOutcome::Retry(reason) = outcome {
+            batch.push(
+                NewMessage::new(item.encode())
+                    .priority(cfg.priority(req.priority, item.index()))
+                    .retry_at(retry_at)
+                    .max_retries(cfg.max_retries)
+                    .index(item.index())
+                    .last_error(truncate(reason)),
+            );
+        }
+    }
+    let queued = if batch.is_empty() {
+        Ok(())
+    } else {
+        let n = batch.len();
+        match shared.queue.append(batch).await {
+            Ok(_) => {
+                shared.wake.notify_one();
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(items = n, error = %e, "cannot queue items: answering them 503");
+                Err(e.to_string())
+            }
+        }
+    };
+    let mut errors = false;
+    let mut out = Vec::with_capacity(items.len());
+    let (mut indexed, mut failed, mut queued_n, mut unqueued) = (0u64, 0u64, 0u64, 0u64);
+    for (item, outcome) in items.iter().zip(outcomes) {
+        let body = match outcome {
+            ItemOutcome::Done { status, body } => {
+                if status >= 300 {
+                    errors = true;
+                    failed += 1;
+                } else {
+                    indexed += 1;
+                }
+                body
+            }
+            ItemOutcome::Retry(_) => match &queued {
+                Ok(()) => {
+                    queued_n += 1;
+                    queued_item(item)
+                }
+                Err(e) => {
+                    errors = true;
+                    unqueued += 1;
+                    error_item(item, 503, "searchwire_queue_unavailable", &format!(
+                        "the cluster could not take this item now and the relay's queue failed ({e}); send it again"
+                    ))
+                }
+            },
+        };
+        let mut wrapped = Map::new();
+        wrapped.insert(item.op.as_str().into(), Value::Object(body));
+        out.push(Value::Object(wrapped));
+    }
+    for (outcome, n) in [
+        ("indexed", indexed),
+        ("failed", failed),
+        ("queued", queued_n),
+        ("queue_error", unqueued),
+    ] {
+        if n > 0 {
+            metrics::counter!("searchwire_relay_items_total", "outcome" => outcome).increment(n);
+        }
+    }
+    metrics::counter!("searchwire_relay_requests_total", "result" => "answered").increment(1);
+    let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    metrics::histogram!("searchwire_relay_request_duration_seconds")
+        .record(started.elapsed().as_secs_f64());
+    Answer::json(
+        StatusCode::OK,
+        &json!({"took": took, "errors": errors, "items": out}),
+    )
+}
+
+fn queued_item(item: &Item) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("_index".into(), Value::String(item.index().to_owned()));
+    m.insert("_id".into(), Value::String(item.id().to_owned()));
+    m.insert("result".into(), Value::String(QUEUED.into()));
+    m.insert("status".into(), json!(200));
+    m
+}
+
+fn error_item(item: &Item, status: u16, kind: &str, reason: &str) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert("_index".into(), Value::String(item.index().to_owned()));
+    m.insert("_id".into(), Value::String(item.id().to_owned()));
+    m.insert("status".into(), json!(status));
+    m.insert("error".into(), json!({"type": kind, "reason": reason}));
+    m
+}
+
+/// Error text kept with a queued message: bounded (the queue refuses more than 64 KiB).
+pub(crate) fn truncate(s: &str) -> String {
+    const MAX: usize = 1024;
+    if s.len() <= MAX {
+        return s.to_owned();
+    }
+    let mut end = MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &s[..end])
+}

@@ -1,0 +1,327 @@
+//! The relay's settings and their defaults (one table: [`DEFAULTS`], rendered into
+//! `docs/configuration.md`).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+/// Default listen address: loopback only, so a relay is never an open proxy to the cluster
+/// by accident (port 9280: next to OpenSearch's 9200, free in a default install).
+pub const LISTEN: &str = "127.0.0.1:9280";
+/// Backlog above which `/health/retry-queue` answers 503 (reference 004 ch. 5 alarms at 500).
+pub const BACKLOG_THRESHOLD: u64 = 500;
+/// Time the delivery loop gets to finish its cycle on SIGTERM (reference 004 ch. 5: 4 s, well
+/// inside Kubernetes' default 30 s grace period).
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(4);
+/// Largest request body: 100 MB, OpenSearch's `http.max_content_length`.
+pub const MAX_BODY_BYTES: usize = 100 * 1024 * 1024;
+/// Budget of the first try of a request against the cluster. Short: a client is waiting, and
+/// what does not make it in time is queued durably instead.
+pub const LIVE_BUDGET: Duration = Duration::from_secs(5);
+/// Budget of one delivery request from the queue.
+pub const DELIVERY_BUDGET: Duration = Duration::from_secs(30);
+/// Messages leased per delivery cycle (one bulk request).
+pub const DELIVERY_BATCH: usize = 500;
+/// First reschedule delay of a message whose delivery failed; doubled per attempt.
+pub const RETRY_BASE: Duration = Duration::from_secs(1);
+/// Largest reschedule delay.
+pub const RETRY_CAP: Duration = Duration::from_secs(60);
+/// Failed deliveries before a message becomes a dead letter: with the 60 s cap, about 1.6 h of
+/// an unreachable cluster (while the breaker is open nothing is tried, so nothing is counted).
+pub const MAX_RETRIES: u32 = 100;
+/// A client that has not sent its headers within this is disconnected.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// A client that has not sent its whole body within this gets 408.
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+/// Connections served at once; more wait in the kernel's accept backlog.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// How long a delivery holds its messages (the CLI's `--lease-timeout`): twice the delivery
+/// budget, so a live relay keeps its lease and a dead one's messages (Redis) return within a
+/// minute.
+pub const LEASE_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often the delivery loop looks for due messages when idle, or at the breaker while open.
+pub const IDLE_POLL: Duration = Duration::from_millis(500);
+
+fn secs(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// The defaults as (setting, value, why) rows, rendered from the constants above.
+pub fn defaults() -> Vec<(&'static str, String, &'static str)> {
+    vec![
+        (
+            "listen",
+            LISTEN.to_owned(),
+            "loopback: never an open proxy by accident",
+        ),
+        (
+            "backlog threshold",
+            BACKLOG_THRESHOLD.to_string(),
+            "reference 004 ch. 5 backlog alarm",
+        ),
+        (
+            "drain timeout",
+            secs(DRAIN_TIMEOUT),
+            "reference 004 ch. 5: finish the retry cycle within 4 s",
+        ),
+        (
+            "max body",
+            format!("{} MB", MAX_BODY_BYTES / (1024 * 1024)),
+            "OpenSearch http.max_content_length",
+        ),
+        (
+            "live budget",
+            secs(LIVE_BUDGET),
+            "a client waits; what misses it is queued durably",
+        ),
+        (
+            "delivery budget",
+            secs(DELIVERY_BUDGET),
+            "one bulk request from the queue",
+        ),
+        (
+            "delivery batch",
+            DELIVERY_BATCH.to_string(),
+            "messages per delivery request",
+        ),
+        (
+            "retry delay",
+            format!("{} doubling, cap {}", secs(RETRY_BASE), secs(RETRY_CAP)),
+            "a recovering cluster is not stampeded",
+        ),
+        (
+            "max retries",
+            MAX_RETRIES.to_string(),
+            "about 1.6 h of failed deliveries before a dead letter",
+        ),
+        (
+            "lease timeout",
+            secs(LEASE_TIMEOUT),
+            "twice the delivery budget; a dead relay's leases return within a minute",
+        ),
+        (
+            "header read timeout",
+            secs(HEADER_READ_TIMEOUT),
+            "slow or idle clients are dropped",
+        ),
+        (
+            "body read timeout",
+            secs(BODY_READ_TIMEOUT),
+            "a body that trickles in is refused (408)",
+        ),
+        (
+            "max connections",
+            MAX_CONNECTIONS.to_string(),
+            "bounded memory and file descriptors",
+        ),
+        (
+            "idle poll",
+            secs(IDLE_POLL),
+            "how soon an idle delivery loop sees due messages",
+        ),
+    ]
+}
+
+/// A Markdown table of [`defaults`].
+pub fn markdown_table() -> String {
+    let mut s = String::from("| Setting | Default | Why |\n|---|---|---|\n");
+    for (k, v, why) in defaults() {
+        s.push_str(&format!("| {k} | {v} | {why} |\n"));
+    }
+    s
+}
+
+/// Who may use the relay besides the health endpoints.
+#[derive(Clone, Default)]
+pub enum AuthConfig {
+    /// Anyone who can connect (only allowed on loopback).
+    #[default]
+    None,
+    /// `Authorization: Bearer TOKEN`.
+    Bearer(String),
+    /// `Authorization: Basic ...` with these credentials.
+    Basic {
+        /// User name.
+        user: String,
+        /// Password.
+        password: String,
+    },
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AuthConfig::None => f.write_str("None"),
+            AuthConfig::Bearer(_) => f.write_str("Bearer(<redacted>)"),
+            AuthConfig::Basic { user, .. } => write!(f, "Basic({user}, <redacted>)"),
+        }
+    }
+}
+
+/// A per-index priority rule: indices whose name starts with `prefix` get `priority`
+/// (the `X-Searchwire-Priority` header wins).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PriorityRule {
+    /// Index name prefix (`*` at the end is allowed and ignored).
+    pub prefix: String,
+    /// 0..=255, higher first.
+    pub priority: u8,
+}
+
+/// The relay's configuration: plain data with documented defaults.
+#[derive(Clone, Debug)]
+pub struct RelayConfig {
+    /// Where to listen. Default [`LISTEN`].
+    pub listen: SocketAddr,
+    /// Authentication; required unless `listen` is a loopback address.
+    pub auth: AuthConfig,
+    /// Default [`BACKLOG_THRESHOLD`].
+    pub backlog_threshold: u64,
+    /// Default [`DRAIN_TIMEOUT`].
+    pub drain_timeout: Duration,
+    /// Default [`MAX_BODY_BYTES`].
+    pub max_body_bytes: usize,
+    /// Default [`LIVE_BUDGET`].
+    pub live_budget: Duration,
+    /// Default [`DELIVERY_BUDGET`].
+    pub delivery_budget: Duration,
+    /// Default [`DELIVERY_BATCH`].
+    pub delivery_batch: usize,
+    /// Default [`RETRY_BASE`].
+    pub retry_base: Duration,
+    /// Default [`RETRY_CAP`].
+    pub retry_cap: Duration,
+    /// Default [`MAX_RETRIES`].
+    pub max_retries: u32,
+    /// Default [`HEADER_READ_TIMEOUT`].
+    pub header_read_timeout: Duration,
+    /// Default [`BODY_READ_TIMEOUT`].
+    pub body_read_timeout: Duration,
+    /// Default [`MAX_CONNECTIONS`].
+    pub max_connections: usize,
+    /// Default [`IDLE_POLL`].
+    pub idle_poll: Duration,
+    /// Per-index priorities (first match wins).
+    pub priority_rules: Vec<PriorityRule>,
+    /// Skip the first try: every item goes to the queue (the delivery loop sends it).
+    pub queue_only: bool,
+    /// Run the delivery loop (off: this relay only accepts and queues).
+    pub deliver: bool,
+}
+
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9280)),
+            auth: AuthConfig::None,
+            backlog_threshold: BACKLOG_THRESHOLD,
+            drain_timeout: DRAIN_TIMEOUT,
+            max_body_bytes: MAX_BODY_BYTES,
+            live_budget: LIVE_BUDGET,
+            delivery_budget: DELIVERY_BUDGET,
+            delivery_batch: DELIVERY_BATCH,
+            retry_base: RETRY_BASE,
+            retry_cap: RETRY_CAP,
+            max_retries: MAX_RETRIES,
+            header_read_timeout: HEADER_READ_TIMEOUT,
+            body_read_timeout: BODY_READ_TIMEOUT,
+            max_connections: MAX_CONNECTIONS,
+            idle_poll: IDLE_POLL,
+            priority_rules: Vec::new(),
+            queue_only: false,
+            deliver: true,
+        }
+    }
+}
+
+impl RelayConfig {
+    /// Checks the settings; the error is a sentence naming the setting.
+    pub fn validate(&self) -> Result<(), String> {
+        if !self.listen.ip().is_loopback() && matches!(self.auth, AuthConfig::None) {
+            return Err(format!(
+                "refusing to listen on {} without authentication: the relay writes to the \
+                 cluster with its own credentials, so anyone who can reach it could write; \
+                 give --auth-token or --auth-user/--auth-password, or listen on 127.0.0.1",
+                self.listen
+            ));
+        }
+        match &self.auth {
+            AuthConfig::Bearer(t) if t.is_empty() => {
+                return Err("the auth token is empty".into());
+            }
+            AuthConfig::Basic { user, password } if user.is_empty() || password.is_empty() => {
+                return Err("basic credentials need a user and a password".into());
+            }
+            _ => {}
+        }
+        if self.max_connections == 0 || self.delivery_batch == 0 || self.max_body_bytes == 0 {
+            return Err("max connections, delivery batch and max body must be above zero".into());
+        }
+        if self.live_budget.is_zero() || self.delivery_budget.is_zero() {
+            return Err("the live and delivery budgets must be above zero".into());
+        }
+        Ok(())
+    }
+
+    /// The priority of an item for `index`, given the request's header value.
+    pub fn priority(&self, header: Option<u8>, index: &str) -> u8 {
+        header.unwrap_or_else(|| {
+            self.priority_rules
+                .iter()
+                .find(|r| index.starts_with(r.prefix.trim_end_matches('*')))
+                .map_or(0, |r| r.priority)
+        })
+    }
+
+    /// Reschedule delay after `attempts` failed deliveries: base × 2^(attempts-1), capped.
+    pub fn retry_delay(&self, attempts: u32) -> Duration {
+        let shift = attempts.saturating_sub(1).min(20);
+        self.retry_base
+            .saturating_mul(1u32 << shift)
+            .min(self.retry_cap)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_loopback_needs_auth() {
+        let mut c = RelayConfig {
+            listen: "0.0.0.0:9280".parse().unwrap(),
+            ..RelayConfig::default()
+        };
+        assert!(c.validate().unwrap_err().contains("without authentication"));
+        c.auth = AuthConfig::Bearer("t".into());
+        assert!(c.validate().is_ok());
+        assert!(!format!("{c:?}").contains("\"t\""));
+    }
+
+    #[test]
+    fn retry_delay_doubles_to_the_cap() {
+        let c = RelayConfig::default();
+        let d: Vec<u64> = [1, 2, 3, 6, 7, 50]
+            .iter()
+            .map(|a| c.retry_delay(*a).as_secs())
+            .collect();
+        assert_eq!(d, [1, 2, 4, 32, 60, 60]);
+    }
+
+    #[test]
+    fn priority_header_then_rule() {
+        let c = RelayConfig {
+            priority_rules: vec![PriorityRule {
+                prefix: "audit-*".into(),
+                priority: 9,
+            }],
+            ..RelayConfig::default()
+        };
+        assert_eq!(c.priority(None, "audit-2026"), 9);
+        assert_eq!(c.priority(None, "logs"), 0);
+        assert_eq!(c.priority(Some(3), "audit-2026"), 3);
+    }
+}

@@ -1,0 +1,244 @@
+//! # searchwire-relay
+//!
+//! An OpenSearch-compatible `_bulk` endpoint that never drops a write it acknowledged
+//! (issue 13; reference 004 ch. 5). Log shippers and clients point their bulk output at the
+//! relay instead of the cluster:
+//!
+//! - **Accept** ([`accept`]): each `POST /_bulk` (or `/{index}/_bulk`) is parsed as OpenSearch
+//!   does (a 400 names the bad line), every item without an `_id` gets a UUIDv7 first, and the
+//!   request is tried once against the cluster within a short budget. The cluster's own item
+//!   answers are passed through (indexed, or failed for good: mapping errors keep their status).
+//!   Items that failed for a reason that can pass (429, 5xx, rejected execution, no node,
+//!   timeout, reset, breaker open) are appended to the durable [`searchwire_queue::Queue`] and
+//!   answered `"status":200,"result":"queued"`. The answer is sent only once the append
+//!   returned, i.e. the item is on disk (embedded) or in Redis.
+//! - **Deliver** (`delivery`): a background loop leases due messages (priority, due time,
+//!   arrival), sends them while the breaker is not open, acks what landed, reschedules what
+//!   can pass (doubling delay, [`config::RETRY_CAP`]), dead-letters what cannot.
+//! - **Health**: `GET /health/retry-queue` (backlog, due, leased, oldest age, dead letters,
+//!   breaker, draining; 503 over [`config::BACKLOG_THRESHOLD`] or while draining),
+//!   `GET /health/live`, `GET /metrics`.
+//! - **Shutdown** ([`Relay::run`]): readiness goes 503, the listener closes, requests in
+//!   flight are answered, the delivery loop gets [`config::DRAIN_TIMEOUT`] to finish its cycle,
+//!   and every message still leased is released back to the queue (`pending_shutdown`).
+//!
+//! ## Durability promise
+//!
+//! An item answered 2xx is either in the cluster (the cluster said so) or in the queue (the
+//! append returned). With the embedded queue that survives `kill -9` and power loss (as far as
+//! the disk honours `fdatasync`); with Redis, what Redis's own persistence promises. Delivery is
+//! at-least-once with idempotent writes: a replay of an `index` writes the same document under
+//! the same id, a replayed `create` answered 409 counts as delivered. `update` items with
+//! scripts are not idempotent: a replay after an ambiguous failure may apply them twice.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod accept;
+pub mod config;
+mod delivery;
+pub mod ndjson;
+pub mod send;
+mod server;
+mod state;
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hyper_util::rt::{TokioIo, TokioTimer};
+use searchwire::Client;
+use searchwire_queue::Queue;
+use tokio::net::TcpListener;
+use tokio::sync::{watch, Notify, Semaphore};
+
+pub use accept::QUEUED;
+pub use config::{AuthConfig, PriorityRule, RelayConfig};
+pub use server::{FALLBACK_VERSION, PRIORITY_HEADER};
+pub use state::MetricsRender;
+
+use state::Shared;
+
+/// What a graceful shutdown did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// The delivery loop finished its cycle within the drain timeout.
+    pub delivery_drained: bool,
+    /// Every connection finished (in-flight requests answered) in time.
+    pub connections_drained: bool,
+    /// Messages released back to the queue (`pending_shutdown`).
+    pub released: u64,
+}
+
+/// A bound relay, ready to [`run`](Relay::run).
+pub struct Relay {
+    shared: Arc<Shared>,
+    listener: TcpListener,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay")
+            .field("listen", &self.listener.local_addr().ok())
+            .finish()
+    }
+}
+
+impl Relay {
+    /// Checks `config` and binds its listen address. The error is a sentence for the user.
+    pub async fn bind(config: RelayConfig, client: Client, queue: Queue) -> Result<Relay, String> {
+        config.validate()?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        Ok(Relay {
+            shared: Arc::new(Shared {
+                config,
+                client,
+                queue,
+                draining: AtomicBool::new(false),
+                wake: Notify::new(),
+                root: Mutex::new(None),
+                metrics: None,
+            }),
+            listener,
+        })
+    }
+
+    /// Serves `GET /metrics` with this renderer (the process's Prometheus recorder).
+    pub fn metrics_render(mut self, render: MetricsRender) -> Self {
+        if let Some(s) = Arc::get_mut(&mut self.shared) {
+            s.metrics = Some(render);
+        }
+        self
+    }
+
+    /// The address it listens on (the port, when bound to port 0).
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// Serves until `shutdown` completes, then shuts down gracefully (see the crate docs).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> ShutdownReport {
+        let Relay { shared, listener } = self;
+        let cfg = shared.config.clone();
+        // Leases this consumer still holds from a previous run (a crash or a kill -9 of a
+        // relay with the same consumer name): due again now, not after the lease timeout.
+        match shared.queue.release().await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                released = n,
+                "messages leased by a previous run are due again"
+            ),
+            Err(e) => tracing::warn!(error = %e, "cannot release a previous run's leases"),
+        }
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let delivery = cfg
+            .deliver
+            .then(|| tokio::spawn(delivery::run(shared.clone(), stop_rx.clone())));
+        let conns = Arc::new(Semaphore::new(cfg.max_connections));
+        let accept = accept_loop(shared.clone(), listener, conns.clone(), stop_rx);
+        tokio::select! {
+            _ = shutdown => {}
+            _ = accept => {}
+        }
+        // 1. Not ready any more: load balancers stop sending.
+        shared.draining.store(true, Ordering::Relaxed);
+        metrics::gauge!("searchwire_relay_draining").set(1.0);
+        tracing::info!("shutting down: not accepting connections, draining");
+        // 2. The listener is dropped with the accept loop; connections finish their request.
+        let _ = stop_tx.send(true);
+        let delivery_drained = match delivery {
+            None => true,
+            Some(mut task) => {
+                match tokio::time::timeout(cfg.drain_timeout, &mut task).await {
+                    Ok(_) => true,
+                    Err(_) => {
+                        // The cycle's messages stay leased: released below.
+                        task.abort();
+                        let _ = task.await;
+                        tracing::warn!(
+                            timeout_ms = cfg.drain_timeout.as_millis() as u64,
+                            "the delivery cycle did not finish within the drain timeout"
+                        );
+                        false
+                    }
+                }
+            }
+        };
+        // In-flight requests get their budget plus the drain timeout to be answered.
+        let wait = cfg.live_budget + cfg.drain_timeout;
+        let all = u32::try_from(cfg.max_connections).unwrap_or(u32::MAX);
+        let connections_drained = tokio::time::timeout(wait, conns.acquire_many(all))
+            .await
+            .is_ok();
+        let released = match shared.queue.release().await {
+            Ok(n) => n,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot release leased messages; they return after the lease timeout");
+                0
+            }
+        };
+        tracing::info!(
+            released,
+            delivery_drained,
+            connections_drained,
+            "relay stopped"
+        );
+        ShutdownReport {
+            delivery_drained,
+            connections_drained,
+            released,
+        }
+    }
+}
+
+async fn accept_loop(
+    shared: Arc<Shared>,
+    listener: TcpListener,
+    conns: Arc<Semaphore>,
+    stop: watch::Receiver<bool>,
+) {
+    loop {
+        let Ok(permit) = conns.clone().acquire_owned().await else {
+            return;
+        };
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of file descriptors and the like: try again shortly rather than spin.
+                tracing::warn!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        metrics::counter!("searchwire_relay_connections_total").increment(1);
+        let shared = shared.clone();
+        let mut stop = stop.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let svc_shared = shared.clone();
+            let service = hyper::service::service_fn(move |req| {
+                let s = svc_shared.clone();
+                async move { Ok::<_, Infallible>(server::handle(s, req).await) }
+            });
+            let mut http = hyper::server::conn::http1::Builder::new();
+            http.timer(TokioTimer::new())
+                .header_read_timeout(shared.config.header_read_timeout);
+            let conn = http.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(conn);
+            let stopping = async move {
+                let _ = stop.wait_for(|s| *s).await;
+            };
+            tokio::select! {
+                _ = conn.as_mut() => {}
+                _ = stopping => {
+                    conn.as_mut().graceful_shutdown();
+                    let _ = conn.await;
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,410 @@
+//! The HTTP side: routing, authentication, body limits and timeouts, health, metrics.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{header, HeaderMap, Method, Request, Response, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use searchwire::BreakerState;
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use crate::accept::{self, Answer, BulkRequest};
+use crate::config::AuthConfig;
+use crate::ndjson::Defaults;
+use crate::state::Shared;
+
+/// The priority header.
+pub const PRIORITY_HEADER: &str = "x-searchwire-priority";
+
+/// Version reported by `GET /` while the cluster has never answered.
+pub const FALLBACK_VERSION: &str = "2.19.0";
+
+/// Answers one request.
+pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let answer = route(&shared, req).await;
+    let mut resp = Response::new(Full::new(if method == Method::HEAD {
+        Bytes::new()
+    } else {
+        answer.body
+    }));
+    *resp.status_mut() = answer.status;
+    let ct = if path == "/metrics" {
+        "text/plain; version=0.0.4"
+    } else {
+        "application/json; charset=UTF-8"
+    };
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
+    resp
+}
+
+async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Answer {
+    let path = req.uri().path().to_owned();
+    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let method = req.method().clone();
+    match (&method, segs.as_slice()) {
+        (&Method::GET | &Method::HEAD, ["health", "live"]) => {
+            return Answer::json(StatusCode::OK, &json!({"status": "live"}))
+        }
+        (&Method::GET | &Method::HEAD, ["health", "retry-queue"]) => return health(shared).await,
+        _ => {}
+    }
+    if !authorized(&shared.config.auth, req.headers()) {
+        metrics::counter!("searchwire_relay_requests_total", "result" => "unauthorized")
+            .increment(1);
+        let mut a = Answer::error(
+            StatusCode::UNAUTHORIZED,
+            "security_exception",
+            "missing or wrong credentials for the searchwire relay",
+        );
+        a.status = StatusCode::UNAUTHORIZED;
+        return a;
+    }
+    match (&method, segs.as_slice()) {
+        (&Method::GET | &Method::HEAD, [""]) => root(shared).await,
+        (&Method::GET, ["metrics"]) => match &shared.config_metrics() {
+            Some(render) => Answer {
+                status: StatusCode::OK,
+                body: Bytes::from(render()),
+            },
+            None => Answer::error(
+                StatusCode::NOT_FOUND,
+                "not_found",
+                "no metrics recorder is installed in this process",
+            ),
+        },
+        (&Method::POST | &Method::PUT, ["_bulk"]) => bulk(shared, req, None).await,
+        (&Method::POST | &Method::PUT, [index, "_bulk"]) => {
+            let index = (*index).to_owned();
+            bulk(shared, req, Some(index)).await
+        }
+        (_, ["_bulk"]) | (_, [_, "_bulk"]) => Answer::error(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            &format!("{method} is not allowed on {path}: use POST or PUT"),
+        ),
+        _ => Answer::error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            &format!(
+                "the searchwire relay serves only POST /_bulk, POST /{{index}}/_bulk, GET /, \
+                 /health/live, /health/retry-queue and /metrics (not {method} {path})"
+            ),
+        ),
+    }
+}
+
+impl Shared {
+    fn config_metrics(&self) -> Option<crate::state::MetricsRender> {
+        self.metrics.clone()
+    }
+}
+
+async fn bulk(shared: &Arc<Shared>, req: Request<Incoming>, index: Option<String>) -> Answer {
+    let limit = shared.config.max_body_bytes;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return too_large(limit);
+    }
+    let priority = match req.headers().get(PRIORITY_HEADER) {
+        None => None,
+        Some(v) => match v.to_str().ok().and_then(|s| s.trim().parse::<u8>().ok()) {
+            Some(p) => Some(p),
+            None => return Answer::error(
+                StatusCode::BAD_REQUEST,
+                "illegal_argument_exception",
+                "X-Searchwire-Priority must be a number from 0 to 255 (higher is delivered first)",
+            ),
+        },
+    };
+    let mut defaults = Defaults {
+        index,
+        ..Defaults::default()
+    };
+    let mut query = Vec::new();
+    for (k, v) in query_pairs(req.uri().query().unwrap_or("")) {
+        match k.as_str() {
+            "routing" => defaults.routing = Some(v),
+            "pipeline" => defaults.pipeline = Some(v),
+            "refresh" if v == "false" => {}
+            "refresh" => {
+                return Answer::error(
+                    StatusCode::BAD_REQUEST,
+                    "illegal_argument_exception",
+                    &format!(
+                        "refresh={v} is not supported by the searchwire relay: an item it queues \
+                         cannot be made searchable before the answer; leave refresh off (the \
+                         index's refresh_interval makes documents searchable)"
+                    ),
+                )
+            }
+            "timeout" | "wait_for_active_shards" => query.push((k, v)),
+            // Only shape the answer; the full answer is a superset every client reads.
+            "filter_path" | "pretty" | "human" | "error_trace" | "_source" | "_source_includes"
+            | "_source_excludes" => {}
+            _ => {
+                return Answer::error(
+                    StatusCode::BAD_REQUEST,
+                    "illegal_argument_exception",
+                    &format!(
+                        "request [{}] contains unrecognized parameter: [{k}]",
+                        req.uri().path()
+                    ),
+                )
+            }
+        }
+    }
+    let body = Limited::new(req.into_body(), limit);
+    let body = match tokio::time::timeout(shared.config.body_read_timeout, body.collect()).await {
+        Err(_) => {
+            return Answer::error(
+                StatusCode::REQUEST_TIMEOUT,
+                "request_timeout",
+                &format!(
+                    "the request body did not arrive within {}s",
+                    shared.config.body_read_timeout.as_secs()
+                ),
+            )
+        }
+        Ok(Err(e)) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                return too_large(limit);
+            }
+            return Answer::error(
+                StatusCode::BAD_REQUEST,
+                "parse_exception",
+                &format!("cannot read the request body: {e}"),
+            );
+        }
+        Ok(Ok(b)) => b.to_bytes(),
+    };
+    accept::bulk(
+        shared,
+        BulkRequest {
+            body,
+            defaults,
+            query,
+            priority,
+        },
+    )
+    .await
+}
+
+fn too_large(limit: usize) -> Answer {
+    metrics::counter!("searchwire_relay_requests_total", "result" => "too_large").increment(1);
+    Answer::error(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "content_too_long_exception",
+        &format!("the request body is larger than the relay's limit of {limit} bytes; split it into smaller bulk requests"),
+    )
+}
+
+/// `/health/retry-queue`: 200 while ready, 503 when draining or over the backlog threshold
+/// (or when the queue cannot be read).
+pub(crate) async fn health(shared: &Shared) -> Answer {
+    let draining = shared.draining.load(Ordering::Relaxed);
+    let breaker = match shared.client.breaker_state() {
+        BreakerState::Closed => "closed",
+        BreakerState::Open => "open",
+        BreakerState::HalfOpen => "half_open",
+        #[allow(unreachable_patterns)]
+        _ => "unknown",
+    };
+    match shared.queue.stats().await {
+        Ok(s) => {
+            let over = s.backlog > shared.config.backlog_threshold;
+            let ready = !draining && !over;
+            metrics::gauge!("searchwire_relay_backlog").set(s.backlog as f64);
+            metrics::gauge!("searchwire_relay_dead_letters").set(s.dead_letters as f64);
+            let body = json!({
+                "backlog": s.backlog,
+                "due": s.due,
+                "leased": s.leased,
+                "oldest_age_seconds": s.oldest_age.map(|d| d.as_secs_f64()),
+                "dead_letters": s.dead_letters,
+                "backlog_threshold": shared.config.backlog_threshold,
+                "breaker": breaker,
+                "draining": draining,
+                "ready": ready,
+            });
+            let status = if ready {
+                StatusCode::OK
+            } else {
+                StatusCode::SERVICE_UNAVAILABLE
+            };
+            Answer::json(status, &body)
+        }
+        Err(e) => Answer::json(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &json!({"ready": false, "draining": draining, "breaker": breaker,
+                    "error": format!("cannot read the retry queue: {e}")}),
+        ),
+    }
+}
+
+/// `GET /`: the fronted cluster's own answer (its version, so clients that check it start),
+/// named `searchwire-relay`; a placeholder while the cluster has never answered.
+async fn root(shared: &Shared) -> Answer {
+    let cached = shared.root.lock().ok().and_then(|g| g.clone());
+    let value = match cached {
+        Some(v) => v,
+        None => {
+            let req = searchwire::Request::get("/").timeout(Duration::from_secs(2));
+            match shared
+                .client
+                .send(req)
+                .await
+                .ok()
+                .and_then(|r| r.json::<Value>().ok())
+            {
+                Some(mut v) => {
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("name".into(), Value::String("searchwire-relay".into()));
+                    }
+                    if let Ok(mut g) = shared.root.lock() {
+                        *g = Some(v.clone());
+                    }
+                    v
+                }
+                None => json!({
+                    "name": "searchwire-relay",
+                    "cluster_name": "unknown (the cluster has not answered the relay yet)",
+                    "version": {"distribution": "opensearch", "number": FALLBACK_VERSION},
+                    "tagline": "The OpenSearch Project: https://opensearch.org/"
+                }),
+            }
+        }
+    };
+    Answer::json(StatusCode::OK, &value)
+}
+
+/// Constant-time check of the `Authorization` header (both sides hashed first, so neither
+/// the content nor the length of the secret leaks through timing).
+pub(crate) fn authorized(auth: &AuthConfig, headers: &HeaderMap) -> bool {
+    let expected = match auth {
+        AuthConfig::None => return true,
+        AuthConfig::Bearer(t) => format!("Bearer {t}"),
+        AuthConfig::Basic { user, password } => {
+            format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))
+        }
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .map_or(&b""[..], |v| v.as_bytes());
+    let a = Sha256::digest(expected.as_bytes());
+    let b = Sha256::digest(given);
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+fn base64(input: &[u8]) -> String {
+    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(T[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+/// `k=v&k2=v2`, percent-decoded (`+` is a space).
+fn query_pairs(q: &str) -> Vec<(String, String)> {
+    q.split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push(h * 16 + l);
+                    i += 2;
+                }
+                _ => out.push(b'%'),
+            },
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex(c: u8) -> Option<u8> {
+    (c as char).to_digit(16).map(|d| d as u8)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_matches_rfc4648() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"user:pass"), "dXNlcjpwYXNz");
+    }
+
+    #[test]
+    fn query_is_decoded() {
+        assert_eq!(
+            query_pairs("pipeline=a%2Fb&refresh=false&x"),
+            vec![
+                ("pipeline".into(), "a/b".into()),
+                ("refresh".into(), "false".into()),
+                ("x".into(), "".into())
+            ]
+        );
+        assert_eq!(decode("%zz%4"), "%zz%4");
+    }
+
+    #[test]
+    fn auth_is_checked() {
+        let mut h = HeaderMap::new();
+        let basic = AuthConfig::Basic {
+            user: "user".into(),
+            password: "pass".into(),
+        };
+        assert!(!authorized(&basic, &h));
+        h.insert(header::AUTHORIZATION, "Basic dXNlcjpwYXNz".parse().unwrap());
+        assert!(authorized(&basic, &h));
+        assert!(!authorized(&AuthConfig::Bearer("pass".into()), &h));
+        assert!(authorized(&AuthConfig::None, &h));
+    }
+}

@@ -1,0 +1,28 @@
+//! What the server, the handlers and the delivery loop share.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use searchwire::Client;
+use searchwire_queue::Queue;
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::config::RelayConfig;
+
+/// Renders the process's metrics (Prometheus text); installed by the binary that owns the
+/// recorder.
+pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
+
+pub(crate) struct Shared {
+    pub config: RelayConfig,
+    pub client: Client,
+    pub queue: Queue,
+    /// Set on the first shutdown signal: readiness is 503 from then on.
+    pub draining: AtomicBool,
+    /// Wakes the delivery loop when something was queued.
+    pub wake: Notify,
+    /// `GET /` of the fronted cluster, once it answered.
+    pub root: Mutex<Option<Value>>,
+    pub metrics: Option<MetricsRender>,
+}

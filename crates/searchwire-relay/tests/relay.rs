@@ -1,0 +1,582 @@
+//! The relay against the in-process fake cluster: the bulk format, queueing on 429/503 and
+//! an open breaker, permanent errors passed through, request errors, health, shutdown, auth.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use searchwire::{BreakerConfig, Client};
+use searchwire_fake::{Behavior, BulkFault, FakeBulk, FakeCluster};
+use searchwire_queue::{EmbeddedConfig, Queue};
+use searchwire_relay::{AuthConfig, Relay, RelayConfig, ShutdownReport};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::oneshot;
+
+struct Setup {
+    cluster: FakeCluster,
+    bulk: FakeBulk,
+    queue: Queue,
+    addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<ShutdownReport>,
+    _dir: tempfile::TempDir,
+}
+
+fn test_config() -> RelayConfig {
+    RelayConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        retry_base: Duration::from_millis(10),
+        retry_cap: Duration::from_millis(50),
+        idle_poll: Duration::from_millis(20),
+        live_budget: Duration::from_secs(2),
+        drain_timeout: Duration::from_millis(300),
+        ..RelayConfig::default()
+    }
+}
+
+async fn start(config: RelayConfig, client: impl FnOnce(&FakeCluster) -> Client) -> Setup {
+    let cluster = FakeCluster::start(1).await.unwrap();
+    let bulk = FakeBulk::new();
+    bulk.install(&cluster);
+    let dir = tempfile::tempdir().unwrap();
+    let queue = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
+    let relay = Relay::bind(config, client(&cluster), queue.clone())
+        .await
+        .unwrap();
+    let addr = relay.local_addr().unwrap();
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(relay.run(async move {
+        let _ = rx.await;
+    }));
+    Setup {
+        cluster,
+        bulk,
+        queue,
+        addr,
+        stop: Some(tx),
+        task,
+        _dir: dir,
+    }
+}
+
+fn plain_client(c: &FakeCluster) -> Client {
+    Client::builder().nodes(c.urls()).build().unwrap()
+}
+
+impl Setup {
+    async fn shutdown(mut self) -> (ShutdownReport, Queue, FakeBulk) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        let report = self.task.await.unwrap();
+        (report, self.queue, self.bulk)
+    }
+
+    /// Waits (bounded) until the queue is empty: the delivery loop is asynchronous.
+    async fn drained(&self) {
+        for _ in 0..500 {
+            if self.queue.stats().await.unwrap().backlog == 0 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the queue did not drain: {:?}", self.queue.stats().await);
+    }
+}
+
+/// A tiny HTTP/1.1 client: one request per connection, the whole answer.
+async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String) {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: relay\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    // A server may answer (413) before reading the whole body and close.
+    let _ = s.write_all(body).await;
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out).await;
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+async fn post_bulk(addr: SocketAddr, path: &str, body: &str) -> (u16, Value) {
+    let (s, b) = http(
+        addr,
+        "POST",
+        path,
+        &[("Content-Type", "application/x-ndjson")],
+        body.as_bytes(),
+    )
+    .await;
+    (s, serde_json::from_str(&b).unwrap_or(Value::Null))
+}
+
+fn item(v: &Value, i: usize) -> &Value {
+    let o = v["items"][i].as_object().unwrap();
+    o.values().next().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_in_opensearch_format_and_passes_permanent_errors_through() {
+    let s = start(test_config(), plain_client).await;
+    s.bulk.mapping_error_marker("BAD");
+    let body = "{\"index\":{}}\n{\"n\":1}\n{\"create\":{\"_index\":\"other\",\"_id\":\"c1\"}}\n{\"n\":2}\n{\"index\":{\"_id\":\"m\"}}\n{\"n\":\"BAD\"}\n";
+    let (status, v) = post_bulk(s.addr, "/logs/_bulk", body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["errors"], true);
+    assert!(v["took"].is_u64());
+    let first = item(&v, 0);
+    assert_eq!(first["status"], 201);
+    assert_eq!(first["_index"], "logs");
+    let id = first["_id"].as_str().unwrap();
+    assert_eq!(id.len(), 36, "a UUIDv7 assigned by the relay");
+    assert!(v["items"][1]["create"].is_object());
+    assert_eq!(item(&v, 1)["status"], 201);
+    assert_eq!(item(&v, 2)["status"], 400);
+    assert!(item(&v, 2)["error"]["type"]
+        .as_str()
+        .unwrap()
+        .contains("mapper"));
+    assert!(s.bulk.get("logs", id).is_some());
+    assert_eq!(s.bulk.count("other"), 1);
+    assert_eq!(s.queue.stats().await.unwrap().backlog, 0, "nothing queued");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn throttled_and_unavailable_items_are_queued_then_delivered_once() {
+    let s = start(test_config(), plain_client).await;
+    s.bulk
+        .item_faults([BulkFault::Throttle, BulkFault::Ok, BulkFault::Unavailable]);
+    let body = "{\"index\":{\"_id\":\"a\"}}\n{\"n\":1}\n{\"index\":{\"_id\":\"b\"}}\n{\"n\":2}\n{\"create\":{}}\n{\"n\":3}\n";
+    let (status, v) = post_bulk(s.addr, "/logs/_bulk", body).await;
+    assert_eq!(status, 200);
+    assert_eq!(v["errors"], false, "queued items are not errors: {v}");
+    assert_eq!(item(&v, 0)["status"], 200);
+    assert_eq!(item(&v, 0)["result"], "queued");
+    assert_eq!(item(&v, 1)["status"], 201);
+    assert_eq!(item(&v, 2)["result"], "queued");
+    let assigned = item(&v, 2)["_id"].as_str().unwrap().to_owned();
+    s.drained().await;
+    assert_eq!(s.bulk.count("logs"), 3);
+    for id in ["a", "b", assigned.as_str()] {
+        assert_eq!(s.bulk.writes("logs", id), 1, "{id} written exactly once");
+    }
+    let (_, q, _) = s.shutdown().await;
+    assert_eq!(q.stats().await.unwrap().dead_letters, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_cluster_queues_everything_and_delivery_waits_for_it() {
+    let s = start(test_config(), plain_client).await;
+    s.cluster.node(0).kill().await;
+    let body = "{\"index\":{\"_id\":\"x\"}}\n{\"n\":1}\n{\"delete\":{\"_id\":\"y\"}}\n";
+    let (status, v) = post_bulk(s.addr, "/logs/_bulk", body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(item(&v, 0)["result"], "queued");
+    assert_eq!(item(&v, 1)["result"], "queued");
+    assert!(v["items"][1]["delete"].is_object());
+    assert!(s.queue.stats().await.unwrap().backlog >= 1);
+    s.cluster.node(0).revive().await.unwrap();
+    s.drained().await;
+    assert_eq!(s.bulk.writes("logs", "x"), 1);
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_breaker_queues_without_sending() {
+    let s = start(
+        RelayConfig {
+            deliver: false,
+            ..test_config()
+        },
+        |c| {
+            Client::builder()
+                .nodes(c.urls())
+                .max_retries(0)
+                .circuit_breaker(BreakerConfig {
+                    min_requests: 1,
+                    failure_rate: 0.5,
+                    cool_down: Duration::from_secs(600),
+                    max_cool_down: Duration::from_secs(600),
+                    ..BreakerConfig::default()
+                })
+                .build()
+                .unwrap()
+        },
+    )
+    .await;
+    s.bulk.answer_next(Behavior::status(503));
+    let body = "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n";
+    let (_, v) = post_bulk(s.addr, "/logs/_bulk", body).await;
+    assert_eq!(item(&v, 0)["result"], "queued", "503 on the request: {v}");
+    let seen = s.cluster.request_count();
+    let (_, v) = post_bulk(
+        s.addr,
+        "/logs/_bulk",
+        "{\"index\":{\"_id\":\"2\"}}\n{\"n\":2}\n",
+    )
+    .await;
+    assert_eq!(item(&v, 0)["result"], "queued");
+    assert_eq!(
+        s.cluster.request_count(),
+        seen,
+        "no traffic while the breaker is open"
+    );
+    let (code, h) = http(s.addr, "GET", "/health/retry-queue", &[], b"").await;
+    assert_eq!(code, 200);
+    let h: Value = serde_json::from_str(&h).unwrap();
+    assert_eq!(h["breaker"], "open");
+    assert_eq!(h["backlog"], 2);
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_refused_clearly() {
+    let s = start(
+        RelayConfig {
+            max_body_bytes: 200,
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    let (status, v) = post_bulk(
+        s.addr,
+        "/logs/_bulk",
+        "{\"index\":{}}\n{\"n\":1}\n{\"index\":{}\n{\"n\":2}\n",
+    )
+    .await;
+    assert_eq!(status, 400);
+    assert!(
+        v["error"]["reason"].as_str().unwrap().contains("line [3]"),
+        "{v}"
+    );
+    assert_eq!(v["status"], 400);
+    let big = format!("{{\"index\":{{}}}}\n{{\"s\":\"{}\"}}\n", "x".repeat(300));
+    let (status, v) = post_bulk(s.addr, "/logs/_bulk", &big).await;
+    assert_eq!(status, 413, "{v}");
+    let (status, v) = post_bulk(s.addr, "/logs/_bulk?refresh=true", "{\"index\":{}}\n{}\n").await;
+    assert_eq!(status, 400);
+    assert!(v["error"]["reason"].as_str().unwrap().contains("refresh"));
+    let (status, v) = post_bulk(s.addr, "/logs/_bulk?bogus=1", "{\"index\":{}}\n{}\n").await;
+    assert_eq!(status, 400);
+    assert!(v["error"]["reason"].as_str().unwrap().contains("[bogus]"));
+    let (status, _) = http(s.addr, "GET", "/logs/_bulk", &[], b"").await;
+    assert_eq!(status, 405);
+    let (status, _) = http(s.addr, "GET", "/logs/_search", &[], b"").await;
+    assert_eq!(status, 404);
+    assert_eq!(s.bulk.items_seen(), 0, "nothing reached the cluster");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn root_answers_with_the_clusters_version() {
+    let s = start(test_config(), plain_client).await;
+    let (status, body) = http(s.addr, "GET", "/", &[], b"").await;
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["name"], "searchwire-relay");
+    assert!(v["version"]["number"].is_string(), "{v}");
+    let (status, body) = http(s.addr, "HEAD", "/", &[], b"").await;
+    assert_eq!((status, body.as_str()), (200, ""));
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_is_503_over_the_backlog_threshold_and_back_to_200() {
+    let s = start(
+        RelayConfig {
+            backlog_threshold: 1,
+            queue_only: true,
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    s.bulk.set_delay(Some(Duration::from_millis(300)));
+    let (code, _) = http(s.addr, "GET", "/health/retry-queue", &[], b"").await;
+    assert_eq!(code, 200);
+    s.cluster.node(0).kill().await;
+    let body = "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n{\"index\":{\"_id\":\"2\"}}\n{\"n\":2}\n";
+    let (_, v) = post_bulk(s.addr, "/logs/_bulk", body).await;
+    assert_eq!(item(&v, 1)["result"], "queued");
+    let (code, h) = http(s.addr, "GET", "/health/retry-queue", &[], b"").await;
+    let h: Value = serde_json::from_str(&h).unwrap();
+    assert_eq!(code, 503, "{h}");
+    assert_eq!(h["ready"], false);
+    assert_eq!(h["backlog"], 2);
+    assert_eq!(h["draining"], false);
+    s.cluster.node(0).revive().await.unwrap();
+    s.drained().await;
+    let (code, _) = http(s.addr, "GET", "/health/retry-queue", &[], b"").await;
+    assert_eq!(code, 200);
+    let (code, _) = http(s.addr, "GET", "/health/live", &[], b"").await;
+    assert_eq!(code, 200);
+    assert_eq!(s.bulk.count("logs"), 2);
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_what_the_delivery_cycle_holds() {
+    let s = start(
+        RelayConfig {
+            queue_only: true,
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    // The cluster answers slower than the drain timeout: the cycle is cut short.
+    s.bulk.set_delay(Some(Duration::from_secs(5)));
+    let body = "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n{\"index\":{\"_id\":\"2\"}}\n{\"n\":2}\n";
+    let (_, v) = post_bulk(s.addr, "/logs/_bulk", body).await;
+    assert_eq!(item(&v, 0)["result"], "queued");
+    for _ in 0..500 {
+        if s.queue.stats().await.unwrap().leased == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(s.queue.stats().await.unwrap().leased, 2);
+    let addr = s.addr;
+    let (report, queue, _) = s.shutdown().await;
+    assert!(!report.delivery_drained);
+    assert_eq!(report.released, 2);
+    let st = queue.stats().await.unwrap();
+    assert_eq!((st.backlog, st.leased), (2, 0));
+    assert!(queue
+        .list(None, 10)
+        .await
+        .unwrap()
+        .iter()
+        .all(|m| m.pending_shutdown));
+    assert!(
+        tokio::net::TcpStream::connect(addr).await.is_err(),
+        "the listener is closed"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_flight_is_answered_during_shutdown() {
+    let mut s = start(test_config(), plain_client).await;
+    s.bulk.set_delay(Some(Duration::from_millis(400)));
+    let addr = s.addr;
+    let req = tokio::spawn(async move {
+        post_bulk(
+            addr,
+            "/logs/_bulk",
+            "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n",
+        )
+        .await
+    });
+    for _ in 0..500 {
+        if s.bulk.items_seen() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let _ = s.stop.take().unwrap().send(());
+    let (status, v) = req.await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(item(&v, 0)["status"], 201, "{v}");
+    let report = s.task.await.unwrap();
+    assert!(report.connections_drained);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_required_except_for_health() {
+    let s = start(
+        RelayConfig {
+            auth: AuthConfig::Bearer("s3cret".into()),
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    let body = b"{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n";
+    let (code, _) = http(s.addr, "POST", "/logs/_bulk", &[], body).await;
+    assert_eq!(code, 401);
+    let (code, _) = http(
+        s.addr,
+        "POST",
+        "/logs/_bulk",
+        &[("Authorization", "Bearer nope")],
+        body,
+    )
+    .await;
+    assert_eq!(code, 401);
+    let (code, _) = http(s.addr, "GET", "/", &[], b"").await;
+    assert_eq!(code, 401);
+    let (code, _) = http(
+        s.addr,
+        "POST",
+        "/logs/_bulk",
+        &[("Authorization", "Bearer s3cret")],
+        body,
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _) = http(s.addr, "GET", "/health/retry-queue", &[], b"").await;
+    assert_eq!(code, 200);
+    assert_eq!(s.bulk.count("logs"), 1);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_public_address_without_credentials_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
+    let client = Client::builder()
+        .nodes(["http://127.0.0.1:1"])
+        .build()
+        .unwrap();
+    let e = Relay::bind(
+        RelayConfig {
+            listen: "0.0.0.0:0".parse().unwrap(),
+            ..RelayConfig::default()
+        },
+        client,
+        queue,
+    )
+    .await
+    .unwrap_err();
+    assert!(e.contains("without authentication"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_item_the_cluster_refuses_for_good_becomes_a_dead_letter() {
+    let s = start(
+        RelayConfig {
+            queue_only: true,
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    s.bulk.mapping_error_marker("BAD");
+    let body =
+        "{\"index\":{\"_id\":\"ok\"}}\n{\"n\":1}\n{\"index\":{\"_id\":\"bad\"}}\n{\"n\":\"BAD\"}\n";
+    let (_, v) = post_bulk(s.addr, "/logs/_bulk", body).await;
+    assert_eq!(item(&v, 1)["result"], "queued");
+    s.drained().await;
+    assert_eq!(s.bulk.count("logs"), 1);
+    let dead = s.queue.dead_letters(None, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert!(dead[0].reason.contains("400"), "{}", dead[0].reason);
+    let (code, h) = http(s.addr, "GET", "/health/retry-queue", &[], b"").await;
+    assert_eq!(code, 200);
+    assert!(h.contains("\"dead_letters\":1"), "{h}");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn priority_comes_from_the_header_then_the_index_rule() {
+    let s = start(
+        RelayConfig {
+            queue_only: true,
+            deliver: false,
+            priority_rules: vec![searchwire_relay::PriorityRule {
+                prefix: "audit-*".into(),
+                priority: 9,
+            }],
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    let body = b"{\"index\":{\"_index\":\"audit-1\",\"_id\":\"a\"}}\n{\"n\":1}\n{\"index\":{\"_index\":\"logs\",\"_id\":\"b\"}}\n{\"n\":2}\n";
+    let (code, _) = http(s.addr, "POST", "/_bulk", &[], body).await;
+    assert_eq!(code, 200);
+    let body = b"{\"index\":{\"_index\":\"logs\",\"_id\":\"c\"}}\n{\"n\":3}\n";
+    let (code, _) = http(
+        s.addr,
+        "POST",
+        "/_bulk",
+        &[("X-Searchwire-Priority", "200")],
+        body,
+    )
+    .await;
+    assert_eq!(code, 200);
+    let (code, _) = http(
+        s.addr,
+        "POST",
+        "/_bulk",
+        &[("X-Searchwire-Priority", "high")],
+        body,
+    )
+    .await;
+    assert_eq!(code, 400);
+    let prio: Vec<(String, u8)> = s
+        .queue
+        .list(None, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| (m.index.unwrap_or_default(), m.priority))
+        .collect();
+    assert_eq!(
+        prio,
+        vec![
+            ("audit-1".into(), 9),
+            ("logs".into(), 0),
+            ("logs".into(), 200)
+        ]
+    );
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off() {
+    let s = start(
+        RelayConfig {
+            header_read_timeout: Duration::from_millis(200),
+            body_read_timeout: Duration::from_millis(200),
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    // Headers complete, body promised but never sent: 408.
+    let mut c = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"POST /logs/_bulk HTTP/1.1\r\nHost: r\r\nContent-Length: 100\r\n\r\n{\"index\"")
+        .await
+        .unwrap();
+    let mut out = vec![0u8; 512];
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut out))
+        .await
+        .expect("answered")
+        .unwrap();
+    assert!(String::from_utf8_lossy(&out[..n]).starts_with("HTTP/1.1 408"));
+    // Headers never finished: the connection is closed.
+    let mut c = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    c.write_all(b"POST /logs/_bulk HTTP/1.1\r\nHost: r\r\n")
+        .await
+        .unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut Vec::new()))
+        .await
+        .expect("closed by the relay");
+    assert!(n.is_ok());
+    s.shutdown().await;
+}
