@@ -382,11 +382,13 @@ impl BulkIndexer {
             return Err(AddError::Closed);
         };
         let item = Item::new(seq, key, lines, action, id_assigned, permits);
+        // Counted before the driver can see (and finish) it.
+        self.shared.counters.added(len);
         if tx.send(Cmd::Add(Box::new(item))).is_err() {
+            self.shared.counters.not_added();
             return Err(AddError::Closed);
         }
         s.next_seq += 1;
-        self.shared.counters.added(len);
         Ok(seq)
     }
 

@@ -160,6 +160,15 @@ where
     }
 }
 
+impl<F> RetrySink for F
+where
+    F: Fn(&FailedItem) -> Result<(), SinkError> + Send + Sync + 'static,
+{
+    fn undeliverable(&self, item: &FailedItem) -> Result<(), SinkError> {
+        self(item)
+    }
+}
+
 /// The default dead-letter sink: logs every item at `error` level (seq, index, id, reason;
 /// never the source) so that nothing disappears without a trace. Applications that need the
 /// documents back install their own sink.

@@ -543,3 +543,48 @@ async fn invalid_actions_are_refused_before_sending() {
     assert_eq!(stats.added, 0);
     assert_eq!(s.bulk.items_seen(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn nothing_is_sent_while_the_transport_breaker_is_open() {
+    let s = setup(1).await;
+    let client = searchwire::Client::builder()
+        .nodes(s.cluster.urls())
+        .max_retries(0)
+        .health_refresh(false)
+        .read_environment(false)
+        .circuit_breaker(searchwire::BreakerConfig {
+            window: Duration::from_secs(60),
+            min_requests: 4,
+            failure_rate: 0.5,
+            cool_down: Duration::from_secs(2),
+            max_cool_down: Duration::from_secs(2),
+            probes: 1,
+        })
+        .build()
+        .unwrap();
+    let node = s.cluster.node(0);
+    node.on(
+        searchwire_fake::Match::Path("/fail".into()),
+        Behavior::status(503),
+    );
+    for _ in 0..4 {
+        let _ = client.send(searchwire::Request::get("/fail")).await;
+    }
+    assert_eq!(client.breaker_state(), searchwire::BreakerState::Open);
+    let opened = Instant::now();
+    node.clear_requests();
+    let ix = indexer(&client).build().unwrap();
+    ix.add(Action::create("b").id("1").json(&doc(1)))
+        .await
+        .unwrap();
+    let stats = ix.close().await;
+    let reqs = node.requests();
+    assert_eq!(reqs.len(), 1, "one bulk request, after the cool-down");
+    assert!(
+        reqs[0].at - opened >= Duration::from_secs(2),
+        "{:?}",
+        reqs[0].at - opened
+    );
+    assert!(reqs[0].at - opened <= Duration::from_millis(2250));
+    assert_eq!((stats.created, stats.retried()), (1, 0));
+}

@@ -291,6 +291,8 @@ struct Shared {
     /// Credentials rejected or similar: stop reading.
     fatal: AtomicBool,
     malformed: AtomicU64,
+    /// Input lines read in this run.
+    lines: AtomicU64,
 }
 
 #[derive(Serialize)]
@@ -416,6 +418,7 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         }),
         fatal: AtomicBool::new(false),
         malformed: AtomicU64::new(0),
+        lines: AtomicU64::new(0),
     });
 
     let mut b = BulkIndexer::builder(client)
@@ -503,10 +506,7 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
             }
         }
     };
-    let lines = match &read_result {
-        Ok(n) => *n,
-        Err(_) => 0,
-    };
+    let lines = shared.lines.load(Ordering::Relaxed);
     let stats = tokio::select! {
         s = ix.close() => s,
         _ = tokio::signal::ctrl_c() => {
@@ -761,6 +761,7 @@ async fn read_input(
         offset += n as u64;
         line += 1;
         lines_read += 1;
+        shared.lines.store(lines_read, Ordering::Relaxed);
         let text = trim_line(&buf);
         if text.is_empty() && pending_action.is_none() {
             // Blank lines finish immediately.
