@@ -588,3 +588,47 @@ async fn nothing_is_sent_while_the_transport_breaker_is_open() {
     assert!(reqs[0].at - opened <= Duration::from_millis(2250));
     assert_eq!((stats.created, stats.retried()), (1, 0));
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_item_past_its_deadline_goes_to_the_retry_sink() {
+    let s = setup(1).await;
+    let retry = Collect::default();
+    let ix = indexer(&s.client)
+        .item_deadline(Duration::from_secs(1))
+        .retry_sink(retry.clone())
+        .build()
+        .unwrap();
+    s.bulk.item_faults([BulkFault::Throttle; 10]);
+    ix.add(Action::create("d").id("late").json(&doc(1)))
+        .await
+        .unwrap();
+    let stats = ix.close().await;
+    // Retries at 100, 250, 475, 813 ms; the next (813 + 506) would end after 1 s.
+    assert_eq!(arrival_offsets(&s), vec![0, 100, 250, 475, 813]);
+    assert_eq!((stats.handed_to_retry_sink, stats.dead_lettered), (1, 0));
+    let r = retry.items();
+    assert_eq!(r[0].reason.error_type, "deadline_exceeded");
+    assert!(r[0].retryable);
+    assert_eq!(r[0].attempts, 5);
+}
+
+#[tokio::test]
+async fn a_failing_dead_letter_sink_is_counted_not_silent() {
+    let s = setup(1).await;
+    s.bulk.mapping_error_marker("\"bad\":true");
+    let ix = indexer(&s.client)
+        .dead_letter_sink(|_: &searchwire_bulk::FailedItem| {
+            Err(searchwire_bulk::SinkError("disk full".into()))
+        })
+        .build()
+        .unwrap();
+    ix.add(
+        Action::create("f")
+            .id("1")
+            .json(&serde_json::json!({"bad": true})),
+    )
+    .await
+    .unwrap();
+    let stats = ix.close().await;
+    assert_eq!((stats.dead_lettered, stats.sink_errors), (1, 1));
+}

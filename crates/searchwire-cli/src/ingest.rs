@@ -46,8 +46,8 @@ Output: progress on stderr (a live line on a terminal, a plain line every --prog
 otherwise), and one JSON summary on stdout at the end. Dead letters (items the cluster \
 refused for good, retries exhausted, malformed lines with their line number) go to \
 --dead-letter FILE as NDJSON with reasons, else to stderr.
-Ctrl-C stops reading, delivers what was read (the batches in flight are answered), writes \
-the checkpoint and exits 130; a second Ctrl-C exits at once.
+Ctrl-C (or SIGTERM) stops reading, delivers what was read (the batches in flight are \
+answered), writes the checkpoint and exits 130; a second one exits at once.
 Exit codes: 0 every line acknowledged, 1 some lines dead-lettered, 2 usage or configuration \
 error (or unreadable input), 4 the cluster was unreachable, 5 credentials rejected, 130 interrupted.";
 
@@ -499,7 +499,7 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         tokio::pin!(read);
         tokio::select! {
             r = &mut read => r,
-            _ = tokio::signal::ctrl_c() => {
+            _ = stop_signal() => {
                 interrupted = true;
                 output::error_message("interrupted: delivering what was read, then stopping (Ctrl-C again to quit now)");
                 Ok(0)
@@ -509,7 +509,7 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
     let lines = shared.lines.load(Ordering::Relaxed);
     let stats = tokio::select! {
         s = ix.close() => s,
-        _ = tokio::signal::ctrl_c() => {
+        _ = stop_signal() => {
             output::error_message("interrupted again: quitting; the checkpoint covers what was acknowledged");
             reporter.abort();
             final_checkpoint(&ix, &shared, a.resume.as_deref());
@@ -558,6 +558,22 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
     } else {
         exit::SUCCESS
     })
+}
+
+/// Ctrl-C (SIGINT), or SIGTERM (a service manager stopping the ingest) on Unix.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, String> {
