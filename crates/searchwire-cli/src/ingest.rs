@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
-use searchwire::duration::parse_duration;
+use searchwire::duration::{format_duration, parse_duration};
+use searchwire_bulk::defaults as d;
 use searchwire_bulk::{
     Action, AddError, BulkIndexer, FailedItem, IdScheme, OpType, SinkError, Stats, VersionType,
 };
@@ -126,39 +127,39 @@ pub struct IngestArgs {
     )]
     pub resume: Option<PathBuf>,
 
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = "Actions per bulk request [default: 1000]")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = format!("Actions per bulk request [default: {}]", d::BATCH_ACTIONS))]
     pub batch_actions: Option<u64>,
 
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, help = "Bytes per bulk request, e.g. 5MiB [default: 5MiB]")]
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, help = format!("Bytes per bulk request, e.g. 5MiB [default: {}MiB]", d::BATCH_BYTES / (1024 * 1024)))]
     pub batch_bytes: Option<usize>,
 
-    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = "Send a partial batch after DUR [default: 1s]")]
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = format!("Send a partial batch after DUR [default: {}]", format_duration(d::FLUSH_INTERVAL)))]
     pub flush_interval: Option<Duration>,
 
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = "Bulk requests in flight at most (lowered on 429) [default: 4]")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = format!("Bulk requests in flight at most (lowered on 429) [default: {}]", d::MAX_CONCURRENCY))]
     pub concurrency: Option<u64>,
 
-    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = "Deadline of one bulk request, every attempt included [default: 2m]")]
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = format!("Deadline of one bulk request, every attempt included [default: {}]", format_duration(d::REQUEST_TIMEOUT)))]
     pub timeout: Option<Duration>,
 
     #[arg(
         long,
         value_name = "N",
-        help = "Retries of a throttled (429) item [default: 5, reference 004 §3.3]"
+        help = format!("Retries of a throttled (429) item [default: {}, reference 004 §3.3]", d::THROTTLED.max_retries)
     )]
     pub throttle_retries: Option<u32>,
 
     #[arg(
         long,
         value_name = "N",
-        help = "Retries of an item on unavailable shards (503) [default: 3]"
+        help = format!("Retries of an item on unavailable shards (503) [default: {}]", d::UNAVAILABLE.max_retries)
     )]
     pub unavailable_retries: Option<u32>,
 
     #[arg(
         long,
         value_name = "N",
-        help = "Retries of a batch after a reset or timeout [default: 4]"
+        help = format!("Retries of a batch after a reset or timeout [default: {}]", d::CONNECTION.max_retries)
     )]
     pub connection_retries: Option<u32>,
 
@@ -430,12 +431,12 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         b = b.max_pending_actions(
             usize::try_from(n)
                 .unwrap_or(usize::MAX)
-                .saturating_mul(a.concurrency.unwrap_or(4) as usize + 1),
+                .saturating_mul(a.concurrency.map_or(d::MAX_CONCURRENCY, |c| c as usize) + 1),
         );
     }
     if let Some(n) = a.batch_bytes {
         b = b.batch_bytes(n).max_pending_bytes(
-            n.saturating_mul(a.concurrency.unwrap_or(4) as usize + 1)
+            n.saturating_mul(a.concurrency.map_or(d::MAX_CONCURRENCY, |c| c as usize) + 1)
                 .min(u32::MAX as usize),
         );
     }
