@@ -118,7 +118,7 @@ async fn run(url: String, docs: usize, size: usize) {
     let ix = BulkIndexer::builder(client).build().unwrap();
     let pad = "x".repeat(size.saturating_sub(60));
     let (cpu0, _) = cpu_and_rss();
-    let t0 = std::time::Instant::now();
+    let t0 = tokio::time::Instant::now();
     for i in 0..docs {
         let src = format!(
             "{{\"n\":{i},\"user\":\"user-{}\",\"msg\":\"{pad}\"}}",

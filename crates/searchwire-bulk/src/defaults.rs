@@ -62,6 +62,12 @@ pub const JITTER: (f64, f64) = (0.8, 1.2);
 /// No retry delay exceeds 30 s (reference 004 §3.3), `Retry-After` included.
 pub const DELAY_CAP: Duration = Duration::from_secs(30);
 
+/// No item deadline: an item ends when its class's retries are used up (at most about 1.3 s
+/// of throttle retries, 3.5 s unavailable, 2.4 s connection, plus the time its requests
+/// take). Set one to bound the time an item may take overall; an item past it goes to the
+/// retry sink.
+pub const ITEM_DEADLINE: Option<Duration> = None;
+
 /// While the transport's circuit breaker is open, the indexer checks it again every 250 ms
 /// instead of sending (the breaker turns half-open lazily, on the next look).
 pub const BREAKER_POLL: Duration = Duration::from_millis(250);
@@ -148,6 +154,11 @@ pub fn markdown_table() -> String {
             "delay_cap",
             crate::backoff::fmt_duration(DELAY_CAP),
             "reference 004 §3.3; Retry-After included",
+        ),
+        (
+            "item_deadline",
+            ITEM_DEADLINE.map_or_else(|| "none".to_string(), crate::backoff::fmt_duration),
+            "the class retry limits end an item; set one to bound an item's total time",
         ),
         (
             "breaker_poll",

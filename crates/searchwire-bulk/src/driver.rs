@@ -58,6 +58,8 @@ pub(crate) struct Item {
     ambiguous: bool,
     retries: [u32; 3],
     attempts: u32,
+    /// When the driver received it (the item deadline counts from here).
+    added: Option<Instant>,
     _permits: Permits,
 }
 
@@ -79,6 +81,7 @@ impl Item {
             ambiguous: false,
             retries: [0; 3],
             attempts: 0,
+            added: None,
             _permits: permits,
         }
     }
@@ -219,7 +222,8 @@ async fn sleep_until_opt(at: Option<Instant>) {
 }
 
 impl Driver {
-    fn on_add(&mut self, item: Item) {
+    fn on_add(&mut self, mut item: Item) {
+        item.added = Some(Instant::now());
         self.outstanding.insert(item.seq);
         self.received_upto = item.seq + 1;
         if let Some(k) = item.key {
@@ -493,13 +497,20 @@ impl Driver {
         let mut attempt = 0u32;
         let mut first_delay = None;
         let mut exhausted = Vec::new();
+        let mut late = Vec::new();
         for (mut it, reason) in group {
             let idx = it.action.index_name();
             if indices.len() < 8 && !indices.iter().any(|i| i == idx) {
                 indices.push(idx.to_owned());
             }
             let n = it.retries[class.index()] + 1;
+            let past_deadline = |delay: Duration| match (self.cfg.item_deadline, it.added) {
+                (Some(limit), Some(added)) => now + delay > added + limit,
+                _ => false,
+            };
             match self.cfg.retry.delay(class, n, retry_after, &mut self.rng) {
+                // The retry would start after the item's deadline: give up now.
+                Some(delay) if past_deadline(delay) => late.push((it, reason)),
                 Some(delay) => {
                     it.retries[class.index()] = n;
                     attempt = attempt.max(n);
@@ -532,6 +543,10 @@ impl Driver {
         for (it, reason) in exhausted {
             let retries = it.retries[class.index()];
             let r = sink::exhausted(class, &reason, retries);
+            self.give_up(it, r, true);
+        }
+        for (it, reason) in late {
+            let r = sink::past_deadline(class, &reason, self.cfg.item_deadline);
             self.give_up(it, r, true);
         }
     }

@@ -75,6 +75,7 @@ pub(crate) struct Config {
     pub conflict_is_present: bool,
     pub breaker_poll: Duration,
     pub filter_path: bool,
+    pub item_deadline: Option<Duration>,
 }
 
 /// Builds a [`BulkIndexer`]. Every setting has a default from [`crate::defaults`].
@@ -184,6 +185,14 @@ impl BulkIndexerBuilder {
         self
     }
 
+    /// Gives up on an item (retryable: to the retry sink, else the dead letters) when its
+    /// next retry would start more than `d` after it was added (default: none — the class
+    /// retry limits end it). Bounds how long an item can keep its place in the buffer.
+    pub fn item_deadline(mut self, d: Duration) -> Self {
+        self.cfg.item_deadline = Some(d);
+        self
+    }
+
     /// Where items that failed for good go (default: [`LogDeadLetters`]).
     pub fn dead_letter_sink(mut self, sink: impl DeadLetterSink) -> Self {
         self.dead_letters = Arc::new(sink);
@@ -222,9 +231,14 @@ impl BulkIndexerBuilder {
         if c.max_pending_bytes > Semaphore::MAX_PERMITS || c.max_pending_bytes > u32::MAX as usize {
             return Err(ConfigError("max_pending_bytes is too large".into()));
         }
-        if c.flush_interval.is_zero() || c.request_timeout.is_zero() || c.breaker_poll.is_zero() {
+        if c.flush_interval.is_zero()
+            || c.request_timeout.is_zero()
+            || c.breaker_poll.is_zero()
+            || c.item_deadline.is_some_and(|d| d.is_zero())
+        {
             return Err(ConfigError(
-                "flush_interval, request_timeout and breaker_poll must be above zero".into(),
+                "flush_interval, request_timeout, breaker_poll and item_deadline must be above zero"
+                    .into(),
             ));
         }
         for class in crate::classify::RetryClass::ALL {
@@ -326,6 +340,7 @@ impl BulkIndexer {
                 conflict_is_present: false,
                 breaker_poll: defaults::BREAKER_POLL,
                 filter_path: true,
+                item_deadline: defaults::ITEM_DEADLINE,
             },
             dead_letters: Arc::new(LogDeadLetters),
             retry_sink: None,
@@ -382,11 +397,13 @@ impl BulkIndexer {
             return Err(AddError::Closed);
         };
         let item = Item::new(seq, key, lines, action, id_assigned, permits);
+        // Counted before the driver can see (and finish) it.
+        self.shared.counters.added(len);
         if tx.send(Cmd::Add(Box::new(item))).is_err() {
+            self.shared.counters.not_added();
             return Err(AddError::Closed);
         }
         s.next_seq += 1;
-        self.shared.counters.added(len);
         Ok(seq)
     }
 

@@ -142,6 +142,40 @@ mod tests {
         assert_eq!(r.items[0].status, 201);
     }
 
+    /// The memory bound, measured: a 10,000-item response as OpenSearch 2.19 writes it, and
+    /// as `filter_path` reduces it. The numbers are in `docs/bulk.md`.
+    #[test]
+    fn filter_path_shrinks_a_ten_thousand_item_response() {
+        let n = 10_000;
+        let full_item = |i: usize| {
+            format!(
+                r#"{{"create":{{"_index":"logs-2026.11.30","_id":"0193a1b2-7c4d-7e8f-9a0b-{i:012}","_version":1,"result":"created","_shards":{{"total":2,"successful":2,"failed":0}},"_seq_no":{i},"_primary_term":1,"status":201}}}}"#
+            )
+        };
+        let filtered_item = r#"{"create":{"result":"created","status":201}}"#;
+        let body = |items: Vec<String>, took: bool| {
+            let head = if took {
+                r#"{"took":30,"errors":false,"items":["#
+            } else {
+                r#"{"errors":false,"items":["#
+            };
+            format!("{head}{}]}}", items.join(","))
+        };
+        let full = body((0..n).map(full_item).collect(), true);
+        let filtered = body(vec![filtered_item.to_string(); n], false);
+        let parsed = BulkResponse::parse(full.as_bytes()).unwrap();
+        assert_eq!(parsed.items.len(), n);
+        assert_eq!(BulkResponse::parse(filtered.as_bytes()).unwrap(), parsed);
+        let per_item = std::mem::size_of::<ItemResult>();
+        eprintln!(
+            "10,000 items: full {} bytes, filter_path {} bytes; parsed {} bytes ({per_item} per item + the result string)",
+            full.len(),
+            filtered.len(),
+            n * per_item
+        );
+        assert!(filtered.len() * 4 < full.len());
+    }
+
     #[test]
     fn garbage_is_an_error_not_a_panic() {
         assert!(BulkResponse::parse(b"<html>").is_err());

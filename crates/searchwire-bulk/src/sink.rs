@@ -21,7 +21,7 @@ pub struct FailureReason {
     /// The item's (or the request's) HTTP status, if the cluster answered.
     pub status: Option<u16>,
     /// The error type (`mapper_parsing_exception`, `index_not_found_exception`,
-    /// `retries_exhausted`, `request_failed`, ...).
+    /// `retries_exhausted`, `deadline_exceeded`, `request_rejected`, ...).
     pub error_type: String,
     /// The explanation (the server's reason, or the indexer's).
     pub reason: String,
@@ -160,6 +160,15 @@ where
     }
 }
 
+impl<F> RetrySink for F
+where
+    F: Fn(&FailedItem) -> Result<(), SinkError> + Send + Sync + 'static,
+{
+    fn undeliverable(&self, item: &FailedItem) -> Result<(), SinkError> {
+        self(item)
+    }
+}
+
 /// The default dead-letter sink: logs every item at `error` level (seq, index, id, reason;
 /// never the source) so that nothing disappears without a trace. Applications that need the
 /// documents back install their own sink.
@@ -191,6 +200,24 @@ pub(crate) fn exhausted(class: RetryClass, last: &FailureReason, retries: u32) -
         reason: format!(
             "gave up after {retries} {} retries; last: {last}",
             class.as_str()
+        ),
+        retry_class: Some(class.as_str()),
+    }
+}
+
+/// The reason of an item whose next retry would start after its deadline.
+pub(crate) fn past_deadline(
+    class: RetryClass,
+    last: &FailureReason,
+    deadline: Option<std::time::Duration>,
+) -> FailureReason {
+    FailureReason {
+        status: last.status,
+        error_type: "deadline_exceeded".into(),
+        reason: format!(
+            "the next {} retry would end after the item deadline ({:?} after add); last: {last}",
+            class.as_str(),
+            deadline.unwrap_or_default()
         ),
         retry_class: Some(class.as_str()),
     }

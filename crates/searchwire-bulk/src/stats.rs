@@ -102,6 +102,13 @@ impl Counters {
         metrics::counter!("searchwire_bulk_docs_added_bytes_total").increment(bytes as u64);
     }
 
+    /// Undoes [`Counters::added`] for an action the driver never received (only if the
+    /// driver task is gone; the metric keeps the count).
+    pub(crate) fn not_added(&self) {
+        self.added.fetch_sub(1, R);
+        self.pending.fetch_sub(1, R);
+    }
+
     pub(crate) fn finished(&self) {
         self.pending.fetch_sub(1, R);
     }

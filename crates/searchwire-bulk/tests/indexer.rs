@@ -543,3 +543,92 @@ async fn invalid_actions_are_refused_before_sending() {
     assert_eq!(stats.added, 0);
     assert_eq!(s.bulk.items_seen(), 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn nothing_is_sent_while_the_transport_breaker_is_open() {
+    let s = setup(1).await;
+    let client = searchwire::Client::builder()
+        .nodes(s.cluster.urls())
+        .max_retries(0)
+        .health_refresh(false)
+        .read_environment(false)
+        .circuit_breaker(searchwire::BreakerConfig {
+            window: Duration::from_secs(60),
+            min_requests: 4,
+            failure_rate: 0.5,
+            cool_down: Duration::from_secs(2),
+            max_cool_down: Duration::from_secs(2),
+            probes: 1,
+        })
+        .build()
+        .unwrap();
+    let node = s.cluster.node(0);
+    node.on(
+        searchwire_fake::Match::Path("/fail".into()),
+        Behavior::status(503),
+    );
+    for _ in 0..4 {
+        let _ = client.send(searchwire::Request::get("/fail")).await;
+    }
+    assert_eq!(client.breaker_state(), searchwire::BreakerState::Open);
+    let opened = Instant::now();
+    node.clear_requests();
+    let ix = indexer(&client).build().unwrap();
+    ix.add(Action::create("b").id("1").json(&doc(1)))
+        .await
+        .unwrap();
+    let stats = ix.close().await;
+    let reqs = node.requests();
+    assert_eq!(reqs.len(), 1, "one bulk request, after the cool-down");
+    assert!(
+        reqs[0].at - opened >= Duration::from_secs(2),
+        "{:?}",
+        reqs[0].at - opened
+    );
+    assert!(reqs[0].at - opened <= Duration::from_millis(2250));
+    assert_eq!((stats.created, stats.retried()), (1, 0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_item_past_its_deadline_goes_to_the_retry_sink() {
+    let s = setup(1).await;
+    let retry = Collect::default();
+    let ix = indexer(&s.client)
+        .item_deadline(Duration::from_secs(1))
+        .retry_sink(retry.clone())
+        .build()
+        .unwrap();
+    s.bulk.item_faults([BulkFault::Throttle; 10]);
+    ix.add(Action::create("d").id("late").json(&doc(1)))
+        .await
+        .unwrap();
+    let stats = ix.close().await;
+    // Retries at 100, 250, 475, 813 ms; the next (813 + 506) would end after 1 s.
+    assert_eq!(arrival_offsets(&s), vec![0, 100, 250, 475, 813]);
+    assert_eq!((stats.handed_to_retry_sink, stats.dead_lettered), (1, 0));
+    let r = retry.items();
+    assert_eq!(r[0].reason.error_type, "deadline_exceeded");
+    assert!(r[0].retryable);
+    assert_eq!(r[0].attempts, 5);
+}
+
+#[tokio::test]
+async fn a_failing_dead_letter_sink_is_counted_not_silent() {
+    let s = setup(1).await;
+    s.bulk.mapping_error_marker("\"bad\":true");
+    let ix = indexer(&s.client)
+        .dead_letter_sink(|_: &searchwire_bulk::FailedItem| {
+            Err(searchwire_bulk::SinkError("disk full".into()))
+        })
+        .build()
+        .unwrap();
+    ix.add(
+        Action::create("f")
+            .id("1")
+            .json(&serde_json::json!({"bad": true})),
+    )
+    .await
+    .unwrap();
+    let stats = ix.close().await;
+    assert_eq!((stats.dead_lettered, stats.sink_errors), (1, 1));
+}

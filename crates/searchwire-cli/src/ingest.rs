@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
-use searchwire::duration::parse_duration;
+use searchwire::duration::{format_duration, parse_duration};
+use searchwire_bulk::defaults as d;
 use searchwire_bulk::{
     Action, AddError, BulkIndexer, FailedItem, IdScheme, OpType, SinkError, Stats, VersionType,
 };
@@ -46,8 +47,8 @@ Output: progress on stderr (a live line on a terminal, a plain line every --prog
 otherwise), and one JSON summary on stdout at the end. Dead letters (items the cluster \
 refused for good, retries exhausted, malformed lines with their line number) go to \
 --dead-letter FILE as NDJSON with reasons, else to stderr.
-Ctrl-C stops reading, delivers what was read (the batches in flight are answered), writes \
-the checkpoint and exits 130; a second Ctrl-C exits at once.
+Ctrl-C (or SIGTERM) stops reading, delivers what was read (the batches in flight are \
+answered), writes the checkpoint and exits 130; a second one exits at once.
 Exit codes: 0 every line acknowledged, 1 some lines dead-lettered, 2 usage or configuration \
 error (or unreadable input), 4 the cluster was unreachable, 5 credentials rejected, 130 interrupted.";
 
@@ -126,39 +127,39 @@ pub struct IngestArgs {
     )]
     pub resume: Option<PathBuf>,
 
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = "Actions per bulk request [default: 1000]")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = format!("Actions per bulk request [default: {}]", d::BATCH_ACTIONS))]
     pub batch_actions: Option<u64>,
 
-    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, help = "Bytes per bulk request, e.g. 5MiB [default: 5MiB]")]
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, help = format!("Bytes per bulk request, e.g. 5MiB [default: {}MiB]", d::BATCH_BYTES / (1024 * 1024)))]
     pub batch_bytes: Option<usize>,
 
-    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = "Send a partial batch after DUR [default: 1s]")]
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = format!("Send a partial batch after DUR [default: {}]", format_duration(d::FLUSH_INTERVAL)))]
     pub flush_interval: Option<Duration>,
 
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = "Bulk requests in flight at most (lowered on 429) [default: 4]")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = format!("Bulk requests in flight at most (lowered on 429) [default: {}]", d::MAX_CONCURRENCY))]
     pub concurrency: Option<u64>,
 
-    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = "Deadline of one bulk request, every attempt included [default: 2m]")]
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = format!("Deadline of one bulk request, every attempt included [default: {}]", format_duration(d::REQUEST_TIMEOUT)))]
     pub timeout: Option<Duration>,
 
     #[arg(
         long,
         value_name = "N",
-        help = "Retries of a throttled (429) item [default: 5, reference 004 §3.3]"
+        help = format!("Retries of a throttled (429) item [default: {}, reference 004 §3.3]", d::THROTTLED.max_retries)
     )]
     pub throttle_retries: Option<u32>,
 
     #[arg(
         long,
         value_name = "N",
-        help = "Retries of an item on unavailable shards (503) [default: 3]"
+        help = format!("Retries of an item on unavailable shards (503) [default: {}]", d::UNAVAILABLE.max_retries)
     )]
     pub unavailable_retries: Option<u32>,
 
     #[arg(
         long,
         value_name = "N",
-        help = "Retries of a batch after a reset or timeout [default: 4]"
+        help = format!("Retries of a batch after a reset or timeout [default: {}]", d::CONNECTION.max_retries)
     )]
     pub connection_retries: Option<u32>,
 
@@ -291,6 +292,8 @@ struct Shared {
     /// Credentials rejected or similar: stop reading.
     fatal: AtomicBool,
     malformed: AtomicU64,
+    /// Input lines read in this run.
+    lines: AtomicU64,
 }
 
 #[derive(Serialize)]
@@ -416,6 +419,7 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         }),
         fatal: AtomicBool::new(false),
         malformed: AtomicU64::new(0),
+        lines: AtomicU64::new(0),
     });
 
     let mut b = BulkIndexer::builder(client)
@@ -427,12 +431,12 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         b = b.max_pending_actions(
             usize::try_from(n)
                 .unwrap_or(usize::MAX)
-                .saturating_mul(a.concurrency.unwrap_or(4) as usize + 1),
+                .saturating_mul(a.concurrency.map_or(d::MAX_CONCURRENCY, |c| c as usize) + 1),
         );
     }
     if let Some(n) = a.batch_bytes {
         b = b.batch_bytes(n).max_pending_bytes(
-            n.saturating_mul(a.concurrency.unwrap_or(4) as usize + 1)
+            n.saturating_mul(a.concurrency.map_or(d::MAX_CONCURRENCY, |c| c as usize) + 1)
                 .min(u32::MAX as usize),
         );
     }
@@ -496,20 +500,17 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         tokio::pin!(read);
         tokio::select! {
             r = &mut read => r,
-            _ = tokio::signal::ctrl_c() => {
+            _ = stop_signal() => {
                 interrupted = true;
                 output::error_message("interrupted: delivering what was read, then stopping (Ctrl-C again to quit now)");
                 Ok(0)
             }
         }
     };
-    let lines = match &read_result {
-        Ok(n) => *n,
-        Err(_) => 0,
-    };
+    let lines = shared.lines.load(Ordering::Relaxed);
     let stats = tokio::select! {
         s = ix.close() => s,
-        _ = tokio::signal::ctrl_c() => {
+        _ = stop_signal() => {
             output::error_message("interrupted again: quitting; the checkpoint covers what was acknowledged");
             reporter.abort();
             final_checkpoint(&ix, &shared, a.resume.as_deref());
@@ -558,6 +559,22 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
     } else {
         exit::SUCCESS
     })
+}
+
+/// Ctrl-C (SIGINT), or SIGTERM (a service manager stopping the ingest) on Unix.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
 }
 
 fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, String> {
@@ -761,6 +778,7 @@ async fn read_input(
         offset += n as u64;
         line += 1;
         lines_read += 1;
+        shared.lines.store(lines_read, Ordering::Relaxed);
         let text = trim_line(&buf);
         if text.is_empty() && pending_action.is_none() {
             // Blank lines finish immediately.

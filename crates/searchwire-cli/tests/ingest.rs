@@ -381,16 +381,25 @@ async fn resume_after_kill_9_delivers_every_document_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_stops_cleanly_and_resume_finishes_the_job() {
+    interrupt_stops_cleanly_and_resume_finishes_the_job("-INT", "sigint").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_cleanly_too() {
+    interrupt_stops_cleanly_and_resume_finishes_the_job("-TERM", "sigterm").await;
+}
+
+async fn interrupt_stops_cleanly_and_resume_finishes_the_job(signal: &str, name: &str) {
     let f = fake(1).await;
-    let input = tmp("sigint.ndjson");
+    let input = tmp(&format!("{name}.ndjson"));
     let n = 10_000;
     write_docs(&input, n);
     let total = std::fs::metadata(&input).unwrap().len();
-    let cp = tmp("sigint.checkpoint");
+    let cp = tmp(&format!("{name}.checkpoint"));
     let child = slow_ingest_until_checkpoint(&f, &input, &cp, total).await;
     let pid = child.id().unwrap().to_string();
     let killed = std::process::Command::new("kill")
-        .args(["-INT", &pid])
+        .args([signal, &pid])
         .status()
         .unwrap();
     assert!(killed.success());
