@@ -7,6 +7,8 @@
 //!   capability probe) and prints a table or JSON, once or every `--watch` interval.
 //! - `searchwire explain resurrection|defaults` prints the dead-node resurrection schedule
 //!   and the defaults table from the library's own code.
+//! - `searchwire queue stats|list|replay|purge` looks into a retry queue
+//!   (`searchwire-queue`, embedded or Redis) and re-drives its dead letters.
 //!
 //! The output formats and exit codes are a contract (scripts and the README rely on them);
 //! see `searchwire request --help`.
@@ -21,6 +23,7 @@ mod metrics;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod output;
+mod queue;
 mod request;
 
 use std::io::IsTerminal;
@@ -58,6 +61,10 @@ fn main() -> ExitCode {
         }
         Command::Request(a) => run_request(*a),
         Command::Health(a) => run_health(a),
+        Command::Queue(c) => match runtime() {
+            Ok(rt) => rt.block_on(queue::run(c)),
+            Err(code) => code,
+        },
     };
     tracing.shutdown();
     ExitCode::from(code)
