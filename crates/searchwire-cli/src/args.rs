@@ -53,6 +53,9 @@ pub enum Command {
     /// Show how searchwire computes its schedules and defaults.
     #[command(subcommand)]
     Explain(ExplainCommand),
+    /// Look into a retry queue (embedded or Redis) and re-drive its dead letters.
+    #[command(subcommand, after_help = crate::queue::QUEUE_AFTER_HELP)]
+    Queue(crate::queue::QueueCommand),
 }
 
 const HEALTH_AFTER_HELP: &str = "\

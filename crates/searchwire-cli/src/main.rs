@@ -9,6 +9,8 @@
 //!   `_bulk` endpoint that queues durably what the cluster cannot take now.
 //! - `searchwire explain resurrection|defaults` prints the dead-node resurrection schedule
 //!   and the defaults table from the library's own code.
+//! - `searchwire queue stats|list|replay|purge` looks into a retry queue
+//!   (`searchwire-queue`, embedded or Redis) and re-drives its dead letters.
 //!
 //! The output formats and exit codes are a contract (scripts and the README rely on them);
 //! see `searchwire request --help`.
@@ -24,6 +26,7 @@ mod metrics;
 #[cfg(feature = "otlp")]
 mod otlp;
 mod output;
+mod queue;
 mod relay;
 mod request;
 
@@ -69,6 +72,11 @@ fn main() -> ExitCode {
         Command::Health(a) => run_health(a),
         Command::Ingest(a) => run_ingest(*a),
         Command::Relay(a) => run_relay(*a),
+
+        Command::Queue(c) => match runtime() {
+            Ok(rt) => rt.block_on(queue::run(c)),
+            Err(code) => code,
+        },
     };
     tracing.shutdown();
     ExitCode::from(code)

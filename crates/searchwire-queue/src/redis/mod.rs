@@ -66,9 +66,10 @@
 
 mod scripts;
 
-use redis::aio::ConnectionManager;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::Value;
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::message::{
@@ -86,6 +87,15 @@ pub const DEFAULT_GROUP: &str = "searchwire";
 /// under Redis's 512 MB argument limit and each script run short (a few ms), so other
 /// clients are not stalled behind one huge batch.
 pub const DEFAULT_CHUNK: usize = 256;
+/// How long connecting (or reconnecting) to Redis may take, per try.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one command may wait for Redis's answer. A lease or append script over a few
+/// hundred messages takes milliseconds; 30 s means Redis is stuck, not busy.
+pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
+/// Reconnection tries after a connection is lost, before a call fails (100 ms doubling,
+/// at most 1 s apart).
+pub const RECONNECT_TRIES: usize = 3;
+
 /// The most messages one [`RedisQueue::lease`] returns (Lua's `unpack` limit is ~8000).
 pub const MAX_LEASE: usize = 1000;
 
@@ -234,13 +244,32 @@ impl RedisQueue {
                 e,
             )
         })?;
-        let mut conn = ConnectionManager::new(client).await.map_err(|e| {
-            Error::with_source(
-                ErrorKind::Redis,
-                format!("cannot connect to Redis at {shown}"),
-                e,
-            )
-        })?;
+        let manager = ConnectionManagerConfig::new()
+            .set_connection_timeout(CONNECT_TIMEOUT)
+            .set_response_timeout(RESPONSE_TIMEOUT)
+            .set_number_of_retries(RECONNECT_TRIES)
+            .set_factor(100)
+            .set_max_delay(1000);
+        let connecting = ConnectionManager::new_with_config(client, manager);
+        let mut conn = match tokio::time::timeout(CONNECT_TIMEOUT * 2, connecting).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(e)) => {
+                return Err(Error::with_source(
+                    ErrorKind::Redis,
+                    format!("cannot connect to Redis at {shown}"),
+                    e,
+                ))
+            }
+            Err(_) => {
+                return Err(Error::new(
+                    ErrorKind::Redis,
+                    format!(
+                        "cannot connect to Redis at {shown}: no answer within {:?}",
+                        CONNECT_TIMEOUT * 2
+                    ),
+                ))
+            }
+        };
         let created: redis::RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
             .arg(&config.stream)

@@ -1,0 +1,333 @@
+//! `searchwire queue`: look into a retry queue (embedded or Redis) and re-drive its dead
+//! letters. It never leases: what it shows is what the queue's consumers see.
+//!
+//! - `stats`: backlog, due, leased, oldest age, dead letters.
+//! - `list [--dead-letters]`: queued messages (or dead letters) by id, one per line.
+//! - `replay --all | --id ID...`: dead letters back into the queue, due now.
+//! - `purge --all | --id ID...`: dead letters deleted for good.
+//!
+//! The JSON shapes (`--json`) are a contract, listed in `searchwire queue --help`.
+
+use std::path::PathBuf;
+
+use clap::{ArgGroup, Args, Subcommand};
+use searchwire_queue::redis::{DEFAULT_GROUP, DEFAULT_STREAM};
+use searchwire_queue::{
+    DeadLetter, EmbeddedConfig, ErrorKind, Message, MessageId, Queue, RedisConfig, Selection, Stats,
+};
+use serde::Serialize;
+
+use crate::exit;
+use crate::output;
+
+/// `searchwire queue ...`
+#[derive(Debug, Subcommand)]
+pub enum QueueCommand {
+    /// Counts: backlog, due, leased, oldest age, dead letters.
+    Stats(StatsArgs),
+    /// Queued messages (or, with --dead-letters, dead letters) by id.
+    List(ListArgs),
+    /// Re-drive dead letters into the queue (attempts reset, due now, same id).
+    Replay(SelectArgs),
+    /// Delete dead letters for good.
+    Purge(SelectArgs),
+}
+
+pub const QUEUE_AFTER_HELP: &str = "\
+Which queue: --queue-dir DIR (the embedded queue; it has one owner at a time, so stop the \
+process using it first) or --redis URL [--stream NAME] [--group NAME] (a queue shared through \
+Redis; safe while consumers run).
+Output: a table, or with --json: stats {\"backlog\",\"due\",\"leased\",\"oldest_age_ms\",\
+\"dead_letters\"}; list: one object per line {\"id\",\"priority\",\"retry_at\",\"attempts\",\
+\"max_retries\",\"payload_hash\",\"enqueued_at\",\"index\",\"last_error\",\"pending_shutdown\",\
+\"payload_bytes\",\"payload\"} plus \"reason\" and \"dead_at\" for dead letters (payload: the \
+UTF-8 text, or null with \"payload_hex\" when it is not UTF-8); replay {\"replayed\",\
+\"duplicates\"}; purge {\"purged\"}. Times are RFC 3339 UTC.
+Exit codes: 0 success, 1 the queue failed (storage or Redis error), 2 usage error.";
+
+/// Where the queue is.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("backend").required(true).args(["queue_dir", "redis"])))]
+pub struct QueueArgs {
+    /// The embedded queue's data directory.
+    #[arg(long, value_name = "DIR")]
+    pub queue_dir: Option<PathBuf>,
+    /// A Redis queue: redis://[user:password@]host:port[/db].
+    #[arg(long, value_name = "URL")]
+    pub redis: Option<String>,
+    /// The Redis stream (the queue's name).
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_STREAM, requires = "redis")]
+    pub stream: String,
+    /// The Redis consumer group.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_GROUP, requires = "redis")]
+    pub group: String,
+    /// JSON output (see `searchwire queue --help`).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `queue stats`
+#[derive(Debug, Args)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub queue: QueueArgs,
+}
+
+/// `queue list`
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[command(flatten)]
+    pub queue: QueueArgs,
+    /// List dead letters instead of queued messages.
+    #[arg(long)]
+    pub dead_letters: bool,
+    /// Start after this id (for paging).
+    #[arg(long, value_name = "ID")]
+    pub after: Option<u64>,
+    /// At most this many.
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub limit: usize,
+}
+
+/// `queue replay` / `queue purge`: which dead letters.
+#[derive(Debug, Args)]
+#[command(group(ArgGroup::new("which").required(true).args(["all", "id"])))]
+pub struct SelectArgs {
+    #[command(flatten)]
+    pub queue: QueueArgs,
+    /// Every dead letter.
+    #[arg(long)]
+    pub all: bool,
+    /// These dead letters (comma-separated or repeated).
+    #[arg(long, value_name = "ID", value_delimiter = ',')]
+    pub id: Vec<u64>,
+    /// Also required for `purge` (it cannot be undone); ignored by replay.
+    #[arg(long)]
+    pub yes: bool,
+}
+
+impl SelectArgs {
+    fn selection(&self) -> Selection {
+        if self.all {
+            Selection::All
+        } else {
+            Selection::Ids(self.id.iter().copied().map(MessageId).collect())
+        }
+    }
+}
+
+/// Runs the subcommand; returns the exit code.
+pub async fn run(cmd: QueueCommand) -> u8 {
+    let args = match &cmd {
+        QueueCommand::Stats(a) => &a.queue,
+        QueueCommand::List(a) => &a.queue,
+        QueueCommand::Replay(a) | QueueCommand::Purge(a) => &a.queue,
+    };
+    if let QueueCommand::Purge(a) = &cmd {
+        if !a.yes {
+            output::error_message("purge deletes dead letters for good: add --yes to confirm");
+            return exit::USAGE;
+        }
+    }
+    let json = args.json;
+    let queue = match open(args).await {
+        Ok(q) => q,
+        Err(code) => return code,
+    };
+    let result = match cmd {
+        QueueCommand::Stats(_) => queue.stats().await.map(|s| render_stats(&s, json)),
+        QueueCommand::List(a) => list(&queue, &a).await,
+        QueueCommand::Replay(a) => queue.replay(&a.selection()).await.map(|r| {
+            if json {
+                output::to_json_line(&r)
+            } else {
+                format!(
+                    "replayed {}, dropped as duplicates {}\n",
+                    r.replayed, r.duplicates
+                )
+            }
+        }),
+        QueueCommand::Purge(a) => queue.purge(&a.selection()).await.map(|n| {
+            if json {
+                output::to_json_line(&serde_json::json!({ "purged": n }))
+            } else {
+                format!("purged {n}\n")
+            }
+        }),
+    };
+    if let Queue::Embedded(q) = &queue {
+        // Release the file lock before exiting, so the next owner can open it at once.
+        let _ = q.close().await;
+    }
+    match result {
+        Ok(text) => {
+            output::stdout(text.as_bytes());
+            exit::SUCCESS
+        }
+        Err(e) => fail(&e),
+    }
+}
+
+/// Opens the queue; on failure prints why and returns the exit code.
+async fn open(a: &QueueArgs) -> Result<Queue, u8> {
+    let opened = match (&a.queue_dir, &a.redis) {
+        (Some(dir), _) => {
+            // Never create a queue by looking at one: a typo in the path is an error.
+            if !dir.join(searchwire_queue::embedded::DB_FILE).is_file() {
+                output::error_message(format!(
+                    "no queue in {}: the file {} is not there (check --queue-dir)",
+                    dir.display(),
+                    searchwire_queue::embedded::DB_FILE
+                ));
+                return Err(exit::USAGE);
+            }
+            let dir = dir.clone();
+            match tokio::task::spawn_blocking(move || {
+                Queue::open_embedded(EmbeddedConfig::new(dir))
+            })
+            .await
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    output::error_message(format!("opening the queue failed: {e}"));
+                    return Err(exit::HTTP_ERROR);
+                }
+            }
+        }
+        (None, Some(url)) => {
+            let mut c = RedisConfig::new(url.clone());
+            c.stream = a.stream.clone();
+            c.group = a.group.clone();
+            Queue::connect_redis(c).await
+        }
+        (None, None) => {
+            // clap's `backend` group requires one of the two.
+            output::error_message("give --queue-dir DIR or --redis URL");
+            return Err(exit::USAGE);
+        }
+    };
+    opened.map_err(|e| fail(&e))
+}
+
+fn fail(e: &searchwire_queue::Error) -> u8 {
+    output::error_message(e);
+    match e.kind() {
+        ErrorKind::InvalidInput => exit::USAGE,
+        _ => exit::HTTP_ERROR,
+    }
+}
+
+fn render_stats(s: &Stats, json: bool) -> String {
+    if json {
+        return output::to_json_line(s);
+    }
+    let oldest = s
+        .oldest_age
+        .map_or_else(|| "-".to_owned(), searchwire::duration::format_duration);
+    format!(
+        "backlog       {}\ndue           {}\nleased        {}\noldest_age    {}\ndead_letters  {}\n",
+        s.backlog, s.due, s.leased, oldest, s.dead_letters
+    )
+}
+
+async fn list(q: &Queue, a: &ListArgs) -> searchwire_queue::Result<String> {
+    let after = a.after.map(MessageId);
+    let json = a.queue.json;
+    let mut out = String::new();
+    if a.dead_letters {
+        let dead = q.dead_letters(after, a.limit).await?;
+        if !json {
+            out.push_str("ID\tPRIORITY\tATTEMPTS\tDEAD_AT\tINDEX\tBYTES\tREASON\n");
+        }
+        for d in &dead {
+            out.push_str(&if json {
+                output::to_json_line(&ListedDead::new(d))
+            } else {
+                format!(
+                    "{}\t{}\t{}/{}\t{}\t{}\t{}\t{}\n",
+                    d.message.id,
+                    d.message.priority,
+                    d.message.attempts,
+                    d.message.max_retries,
+                    d.dead_at,
+                    d.message.index.as_deref().unwrap_or("-"),
+                    d.message.payload.len(),
+                    one_line(&d.reason)
+                )
+            });
+        }
+    } else {
+        let messages = q.list(after, a.limit).await?;
+        if !json {
+            out.push_str("ID\tPRIORITY\tRETRY_AT\tATTEMPTS\tINDEX\tBYTES\tLAST_ERROR\n");
+        }
+        for m in &messages {
+            out.push_str(&if json {
+                output::to_json_line(&Listed::new(m))
+            } else {
+                format!(
+                    "{}\t{}\t{}\t{}/{}\t{}\t{}\t{}\n",
+                    m.id,
+                    m.priority,
+                    m.retry_at,
+                    m.attempts,
+                    m.max_retries,
+                    m.index.as_deref().unwrap_or("-"),
+                    m.payload.len(),
+                    m.last_error
+                        .as_deref()
+                        .map_or_else(|| "-".to_owned(), one_line)
+                )
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// A reason on one table line.
+fn one_line(s: &str) -> String {
+    s.replace(['\n', '\t'], " ")
+}
+
+#[derive(Serialize)]
+struct Listed<'a> {
+    #[serde(flatten)]
+    message: &'a Message,
+    payload_bytes: usize,
+    payload: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload_hex: Option<String>,
+}
+
+impl<'a> Listed<'a> {
+    fn new(m: &'a Message) -> Self {
+        let text = std::str::from_utf8(&m.payload).ok();
+        Listed {
+            message: m,
+            payload_bytes: m.payload.len(),
+            payload: text,
+            payload_hex: match text {
+                Some(_) => None,
+                None => Some(m.payload.iter().map(|b| format!("{b:02x}")).collect()),
+            },
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ListedDead<'a> {
+    #[serde(flatten)]
+    listed: Listed<'a>,
+    reason: &'a str,
+    dead_at: searchwire_queue::Timestamp,
+}
+
+impl<'a> ListedDead<'a> {
+    fn new(d: &'a DeadLetter) -> Self {
+        ListedDead {
+            listed: Listed::new(&d.message),
+            reason: &d.reason,
+            dead_at: d.dead_at,
+        }
+    }
+}

@@ -1,0 +1,173 @@
+//! Appends + acks per second with 1 KB payloads, per backend, and what durability costs
+//! (batch size and concurrency vs throughput vs syncs). A plain bench binary: each
+//! configuration appends N messages (C concurrent tasks, batches of B), then leases and acks
+//! them all (batches of 500), RUNS times; it prints the median of each measure.
+//!
+//!   cargo bench -p searchwire-queue --bench throughput
+//!   QUEUE_BENCH_N=20000 QUEUE_BENCH_RUNS=5 cargo bench -p searchwire-queue --bench throughput
+//!   SEARCHWIRE_TEST_REDIS=$(scripts/redis start) cargo bench -p searchwire-queue --bench throughput
+//!
+//! The embedded queue lives in a temporary directory under `target/` (a real disk: a tmpfs
+//! would make every sync free and the numbers meaningless).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use searchwire_queue::{EmbeddedConfig, MessageId, NewMessage, Queue, RedisConfig};
+use tokio::time::Instant;
+
+const PAYLOAD: usize = 1024;
+const LEASE_BATCH: usize = 500;
+
+struct Run {
+    append_s: f64,
+    ack_s: f64,
+    syncs: u64,
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn payload(run: usize, i: usize) -> Vec<u8> {
+    let mut p = format!("{{\"run\":{run},\"doc\":{i},\"pad\":\"").into_bytes();
+    p.resize(PAYLOAD - 2, b'x');
+    p.extend_from_slice(b"\"}");
+    p
+}
+
+async fn one_run(q: &Queue, n: usize, batch: usize, conc: usize, run: usize) -> Run {
+    let commits_before = commits(q);
+    let start = Instant::now();
+    let per_task = n / conc;
+    let mut tasks = Vec::new();
+    for t in 0..conc {
+        let q = q.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0;
+            while i < per_task {
+                let k = batch.min(per_task - i);
+                let msgs = (0..k)
+                    .map(|j| NewMessage::new(payload(run, t * per_task + i + j)))
+                    .collect();
+                q.append(msgs).await.unwrap();
+                i += k;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let append_s = start.elapsed().as_secs_f64();
+    let start = Instant::now();
+    let mut acked = 0;
+    while acked < per_task * conc {
+        let leases = q.lease(LEASE_BATCH).await.unwrap();
+        assert!(!leases.is_empty(), "queue ran dry after {acked}");
+        let ids: Vec<MessageId> = leases.iter().map(|l| l.id()).collect();
+        acked += q.ack(&ids).await.unwrap() as usize;
+    }
+    let ack_s = start.elapsed().as_secs_f64();
+    Run {
+        append_s,
+        ack_s,
+        syncs: commits(q) - commits_before,
+    }
+}
+
+fn commits(q: &Queue) -> u64 {
+    match q {
+        Queue::Embedded(e) => e.commits(),
+        Queue::Redis(_) => 0,
+    }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+async fn bench(name: &str, q: &Queue, n: usize, batch: usize, conc: usize, runs: usize) {
+    let mut rates = Vec::new();
+    let mut appends = Vec::new();
+    let mut acks = Vec::new();
+    let mut syncs = Vec::new();
+    for r in 0..runs {
+        let run = one_run(q, n, batch, conc, r).await;
+        let total = (n / conc * conc) as f64;
+        rates.push(total / (run.append_s + run.ack_s));
+        appends.push(total / run.append_s);
+        acks.push(total / run.ack_s);
+        syncs.push(run.syncs as f64);
+    }
+    let sync_col = if matches!(q, Queue::Embedded(_)) {
+        let s = median(syncs);
+        format!("{s:>8.0} {:>10.1}", (n as f64) / s.max(1.0))
+    } else {
+        format!("{:>8} {:>10}", "-", "-")
+    };
+    println!(
+        "{name:<9} {batch:>6} {conc:>5} {n:>7} {:>14.0} {:>12.0} {:>12.0} {sync_col}",
+        median(rates),
+        median(appends),
+        median(acks),
+    );
+}
+
+fn header() {
+    println!(
+        "{:<9} {:>6} {:>5} {:>7} {:>14} {:>12} {:>12} {:>8} {:>10}",
+        "backend",
+        "batch",
+        "tasks",
+        "msgs",
+        "append+ack/s",
+        "append/s",
+        "ack/s",
+        "syncs",
+        "msgs/sync"
+    );
+}
+
+fn main() {
+    let n = env_usize("QUEUE_BENCH_N", 50_000);
+    let runs = env_usize("QUEUE_BENCH_RUNS", 3);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // (batch, concurrent tasks): one message per call from one task is the cost of a
+        // sync per message; from 64 tasks, what group commit recovers; bigger batches, what a
+        // bulk indexer handing over whole failed bulks gets.
+        let configs = [(1, 1), (1, 64), (10, 64), (100, 8), (1000, 1), (1000, 4)];
+        header();
+        let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
+        for (batch, conc) in configs {
+            // Fewer messages for the one-sync-per-message case: it is slow by design.
+            let n = if batch * conc < 16 { n.min(2_000) } else { n };
+            let dir = tempfile::tempdir_in(&target).unwrap();
+            let q = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
+            bench("embedded", &q, n, batch, conc, runs).await;
+            if let Queue::Embedded(e) = &q {
+                e.close().await.unwrap();
+            }
+        }
+        match std::env::var("SEARCHWIRE_TEST_REDIS") {
+            Ok(url) if !url.is_empty() => {
+                for (batch, conc) in configs {
+                    let mut c = RedisConfig::new(url.clone());
+                    c.stream = format!("bench-{}-{batch}-{conc}", std::process::id());
+                    let q = Queue::connect_redis(c).await.unwrap();
+                    let n = if batch * conc < 16 { n.min(10_000) } else { n };
+                    bench("redis", &q, n, batch, conc, runs).await;
+                }
+            }
+            _ => eprintln!(
+                "redis: skipped (set SEARCHWIRE_TEST_REDIS, e.g. from scripts/redis start)"
+            ),
+        }
+    });
+}
