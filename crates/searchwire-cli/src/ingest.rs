@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use clap::{Args, ValueEnum};
-use searchwire::duration::{format_duration, parse_duration};
+use searchwire::explain::{format_duration, parse_duration};
 use searchwire_bulk::defaults as d;
 use searchwire_bulk::{
     Action, AddError, BulkIndexer, FailedItem, IdScheme, OpType, SinkError, Stats, VersionType,

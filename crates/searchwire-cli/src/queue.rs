@@ -223,7 +223,7 @@ fn render_stats(s: &Stats, json: bool) -> String {
     }
     let oldest = s
         .oldest_age
-        .map_or_else(|| "-".to_owned(), searchwire::duration::format_duration);
+        .map_or_else(|| "-".to_owned(), searchwire::explain::format_duration);
     format!(
         "backlog       {}\ndue           {}\nleased        {}\noldest_age    {}\ndead_letters  {}\n",
         s.backlog, s.due, s.leased, oldest, s.dead_letters
