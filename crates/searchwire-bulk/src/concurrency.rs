@@ -7,6 +7,9 @@
 //! - **Additive increase**: after `limit` consecutive responses without a throttled item
 //!   (one clean round at the current limit) the limit grows by 1, up to the configured maximum.
 //!
+//! - Requests that failed as a whole without throttling (a reset, a timeout, a 5xx) are no
+//!   signal either way: they say nothing about the write queues.
+//!
 //! Why AIMD: it is the rule known to converge to a fair, stable share when several clients
 //! compete for one bottleneck (the data nodes' write queues), and it reacts within one
 //! round trip. A gradient rule (Netflix's `concurrency-limits` Gradient2) needs a stable

@@ -404,10 +404,12 @@ impl Driver {
             },
         });
         let now = Instant::now();
-        let throttled = match outcome {
+        // (throttled, a signal for the limit at all): only item answers and throttling say
+        // whether the cluster keeps up; a reset or a 5xx says nothing about its write queues.
+        let (throttled, signal) = match outcome {
             Outcome::Items(results) => {
                 self.shared.counters.request_done(None);
-                self.on_items(items, results, now)
+                (self.on_items(items, results, now), true)
             }
             Outcome::Failed {
                 class,
@@ -426,18 +428,19 @@ impl Driver {
                             retries.push((it, reason.clone()));
                         }
                         self.schedule_retries(c, retries, retry_after, now);
-                        c == RetryClass::Throttled
+                        let t = c == RetryClass::Throttled;
+                        (t, t)
                     }
                     None => {
                         for it in items {
                             self.give_up(it, reason.clone(), false);
                         }
-                        false
+                        (false, false)
                     }
                 }
             }
         };
-        if self.aimd.on_response(epoch, throttled) {
+        if signal && self.aimd.on_response(epoch, throttled) {
             self.shared.counters.concurrency(self.aimd.limit());
             tracing::info!(
                 concurrency = self.aimd.limit(),
