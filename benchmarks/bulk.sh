@@ -24,7 +24,7 @@ say() { printf 'bulk.sh: %s\n' "$*" >&2; }
 say "building the Go programs and the release CLI"
 (cd "$root/benchmarks/go" && go build -o "$work/" ./cmd/...)
 cargo build --release -q -p searchwire-cli --manifest-path "$root/Cargo.toml"
-sw="$root/target/release/searchwire"
+sw="${CARGO_TARGET_DIR:-$root/target}/release/searchwire"
 
 port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
 url="http://127.0.0.1:$port"
