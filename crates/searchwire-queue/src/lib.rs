@@ -195,8 +195,9 @@ impl Queue {
         dispatch!(self.append(batch))
     }
 
-    /// Leases up to `max` due messages, in delivery order (priority, retry_at, arrival).
-    /// Leases that expired are returned to the queue first, so they are among the candidates.
+    /// Leases up to `max` due messages, in delivery order (priority, retry_at, arrival); the
+    /// Redis backend returns at most [`redis::MAX_LEASE`] (1000) per call. Leases that
+    /// expired are returned to the queue first, so they are among the candidates.
     pub async fn lease(&self, max: usize) -> Result<Vec<Lease>> {
         dispatch!(self.lease(max))
     }
