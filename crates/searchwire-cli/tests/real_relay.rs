@@ -1,7 +1,8 @@
 //! `searchwire relay` in front of the three real OpenSearch nodes `scripts/test` starts (tiny
 //! write pools, so real 429s happen): 100,000+ documents are sent through the relay while
 //! (a) node 3 is SIGKILLed and restarted, (b) the relay is SIGKILLed and restarted, and
-//! (c) the relay gets SIGTERM mid-load and is restarted. Every document the relay
+//! (c) the relay gets SIGTERM mid-load and is restarted, and (d) every node is stopped
+//! (SIGSTOP) for 30 s and resumed. Every document the relay
 //! acknowledged is in the index exactly once (`_version` 1 of a `create`), and
 //! `/health/retry-queue` reported a backlog and went back to 200.
 //!
@@ -77,6 +78,17 @@ impl Drop for RestartVictim {
             if !ok {
                 eprintln!("restore: scripts/cluster restart {VICTIM} failed: {out}");
             }
+        }
+    }
+}
+
+/// Every node resumed when the test ends, even on panic.
+struct ResumeAll;
+
+impl Drop for ResumeAll {
+    fn drop(&mut self) {
+        for n in ["1", "2", "3"] {
+            let _ = cluster_cmd(&["resume", n]);
         }
     }
 }
@@ -194,6 +206,32 @@ fn every_acknowledged_document_is_indexed_exactly_once_through_kills_and_restart
         let relay = spawn_relay(&joined, dir.path(), port, &extra).await;
         gen.await.unwrap();
         eprintln!("phase c done at {:.1}s: {} acknowledged", t0.elapsed().as_secs_f64(), tally.acked.lock().unwrap().len());
+
+        // (d) every node stopped (SIGSTOP) for 30 s, then resumed, under load.
+        let before = tally.acked.lock().unwrap().len();
+        let stop = Arc::new(AtomicBool::new(false));
+        let gen = run("d", 3 * PER_PHASE + 15_000, stop.clone());
+        wait_acked(&tally, before + 3_000, Duration::from_secs(120)).await;
+        let _resume = ResumeAll;
+        for n in ["1", "2", "3"] {
+            let (ok, out) = cluster_cmd(&["pause", n]);
+            assert!(ok, "scripts/cluster pause {n}: {out}");
+        }
+        let paused = tally.acked.lock().unwrap().len();
+        eprintln!("every node stopped at {:.1}s", t0.elapsed().as_secs_f64());
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let during = tally.acked.lock().unwrap().len() - paused;
+        for n in ["1", "2", "3"] {
+            let (ok, out) = cluster_cmd(&["resume", n]);
+            assert!(ok, "scripts/cluster resume {n}: {out}");
+        }
+        eprintln!(
+            "every node resumed at {:.1}s; {during} items acknowledged (queued) while stopped",
+            t0.elapsed().as_secs_f64()
+        );
+        assert!(during > 0, "the relay acknowledged nothing while the cluster was stopped");
+        gen.await.unwrap();
+        eprintln!("phase d done at {:.1}s: {} acknowledged", t0.elapsed().as_secs_f64(), tally.acked.lock().unwrap().len());
 
         wait_drained(relay.addr, Duration::from_secs(300)).await;
         watching.store(false, Ordering::Relaxed);

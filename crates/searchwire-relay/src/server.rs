@@ -8,7 +8,6 @@ use bytes::Bytes;
 use http::{header, HeaderMap, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use searchwire::BreakerState;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
@@ -215,13 +214,7 @@ fn too_large(limit: usize) -> Answer {
 /// (or when the queue cannot be read).
 pub(crate) async fn health(shared: &Shared) -> Answer {
     let draining = shared.draining.load(Ordering::Relaxed);
-    let breaker = match shared.client.breaker_state() {
-        BreakerState::Closed => "closed",
-        BreakerState::Open => "open",
-        BreakerState::HalfOpen => "half_open",
-        #[allow(unreachable_patterns)]
-        _ => "unknown",
-    };
+    let breaker = shared.client.breaker_state().as_str();
     match shared.queue.stats().await {
         Ok(s) => {
             let over = s.backlog > shared.config.backlog_threshold;
