@@ -891,12 +891,15 @@ fn parse_doc(text: &[u8], spec: &ParseSpec) -> Result<Action, String> {
     let index = spec.index.clone().unwrap_or_default();
     let mut action = Action::with_op(spec.op, index);
     if let Some(path) = &spec.id_field {
-        let v: serde_json::Value =
-            serde_json::from_slice(text).map_err(|e| format!("not a JSON document: {e}"))?;
-        if !v.is_object() {
+        if text.first() != Some(&b'{') {
             return Err("not a JSON object".into());
         }
-        let id = lookup(&v, path).ok_or_else(|| format!("no id field {path:?}"))?;
+        let segments: Vec<&str> = path.split('.').collect();
+        let mut de = serde_json::Deserializer::from_slice(text);
+        let id = serde::de::DeserializeSeed::deserialize(IdAt(&segments), &mut de)
+            .and_then(|id| de.end().map(|()| id))
+            .map_err(|e| format!("not a JSON document: {e}"))?;
+        let id = id.ok_or_else(|| format!("no id field {path:?}"))?;
         action = action.id(id);
     } else {
         check_object(text)?;
@@ -914,17 +917,71 @@ fn check_object(text: &[u8]) -> Result<(), String> {
         .map_err(|e| format!("not a JSON document: {e}"))
 }
 
-/// A dotted path's value as an id: a string, or a number/bool rendered as text.
-fn lookup(v: &serde_json::Value, path: &str) -> Option<String> {
-    let mut cur = v;
-    for part in path.split('.') {
-        cur = cur.get(part)?;
+/// Finds the value at a dotted path while the document is parsed once, without building a
+/// `serde_json::Value` of it (the whole document is still validated): a string, or a
+/// number/bool rendered as text, is the id; anything else, or no such field, is `None`.
+/// Building a `Value` for every document cost more CPU than the rest of the ingest.
+struct IdAt<'p>(&'p [&'p str]);
+
+impl<'de> serde::de::DeserializeSeed<'de> for IdAt<'_> {
+    type Value = Option<String>;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
     }
-    match cur {
-        serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
-        serde_json::Value::Number(n) => Some(n.to_string()),
-        serde_json::Value::Bool(b) => Some(b.to_string()),
-        _ => None,
+}
+
+impl<'de> serde::de::Visitor<'de> for IdAt<'_> {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match self.0.split_first() {
+                Some((first, rest)) if found.is_none() && key == *first => {
+                    found = map.next_value_seed(IdAt(rest))?;
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(found)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok((self.0.is_empty() && !v.is_empty()).then(|| v.to_owned()))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(self.0.is_empty().then(|| v.to_string()))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(self.0.is_empty().then(|| v.to_string()))
+    }
+
+    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(self.0.is_empty().then(|| {
+            serde_json::Number::from_f64(v).map_or_else(|| v.to_string(), |n| n.to_string())
+        }))
+    }
+
+    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(self.0.is_empty().then(|| v.to_string()))
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
     }
 }
 
@@ -1043,12 +1100,29 @@ mod tests {
         assert_eq!(t.done.offset, 30);
     }
 
+    fn id_of(doc: &str, path: &str) -> Result<Option<String>, String> {
+        let segments: Vec<&str> = path.split('.').collect();
+        let mut de = serde_json::Deserializer::from_str(doc);
+        serde::de::DeserializeSeed::deserialize(IdAt(&segments), &mut de)
+            .and_then(|id| de.end().map(|()| id))
+            .map_err(|e| e.to_string())
+    }
+
     #[test]
     fn ids_from_dotted_paths() {
-        let v = serde_json::json!({"user": {"id": 42, "name": "a"}, "s": "x"});
-        assert_eq!(lookup(&v, "user.id").as_deref(), Some("42"));
-        assert_eq!(lookup(&v, "s").as_deref(), Some("x"));
-        assert_eq!(lookup(&v, "user"), None);
-        assert_eq!(lookup(&v, "nope"), None);
+        let doc = r#"{"a": [1, {"id": 7}], "user": {"id": 42, "name": "a"}, "s": "x", "f": 1.5, "b": true, "n": null, "e": ""}"#;
+        assert_eq!(id_of(doc, "user.id").unwrap().as_deref(), Some("42"));
+        assert_eq!(id_of(doc, "s").unwrap().as_deref(), Some("x"));
+        assert_eq!(id_of(doc, "f").unwrap().as_deref(), Some("1.5"));
+        assert_eq!(id_of(doc, "b").unwrap().as_deref(), Some("true"));
+        assert_eq!(id_of(doc, "user").unwrap(), None);
+        assert_eq!(id_of(doc, "a.id").unwrap(), None);
+        assert_eq!(id_of(doc, "n").unwrap(), None);
+        assert_eq!(id_of(doc, "e").unwrap(), None);
+        assert_eq!(id_of(doc, "nope").unwrap(), None);
+        assert_eq!(id_of(doc, "user.id.deeper").unwrap(), None);
+        // The whole document is still validated, after the id too.
+        assert!(id_of(r#"{"id": "1", "x": [}"#, "id").is_err());
+        assert!(id_of(r#"{"id": "1"} trailing"#, "id").is_err());
     }
 }
