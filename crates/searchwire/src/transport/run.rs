@@ -66,7 +66,7 @@ pub(super) fn build_http(
     node: &NodeAddr,
     query: &str,
 ) -> Result<http::Request<Full<Bytes>>, Error> {
-    let uri = node.uri(&request.path, query)?;
+    let uri = node.uri(request.sent_path(), query)?;
     let mut headers = inner.headers.clone();
     for (k, v) in request.headers.iter() {
         headers.insert(k, v.clone());

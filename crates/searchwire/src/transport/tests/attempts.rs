@@ -270,6 +270,61 @@ async fn post_is_retried_after_a_connect_failure_or_429_but_never_after_a_timeou
 }
 
 #[tokio::test(start_paused = true)]
+async fn put_bulk_put_create_and_a_fragment_bulk_are_not_repeated_after_a_reset() {
+    for path in [
+        "/_bulk",
+        "/logs/_bulk",
+        "/logs/_create/1",
+        "/_bulk#/_search",
+    ] {
+        for method in [http::Method::PUT, http::Method::POST] {
+            let c = Scripted::default();
+            c.push(1, Step::Reset);
+            let cl = client(1, &c, |b| b);
+            let e = cl
+                .send(Request::new(method.clone(), path).body("{}"))
+                .await
+                .unwrap_err();
+            assert_eq!(c.log().len(), 1, "{method} {path} must not be repeated");
+            assert!(e.to_string().contains("not idempotent"), "{e}");
+        }
+    }
+    // The fragment never reaches the wire.
+    let c = Scripted::default();
+    let cl = client(1, &c, |b| b);
+    cl.send(Request::post("/i/_search#frag").body("{}"))
+        .await
+        .unwrap();
+    assert_eq!(c.targets(1), vec!["/i/_search".to_string()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_409_after_an_ambiguous_attempt_says_the_earlier_attempt_may_have_written() {
+    let c = Scripted::default();
+    c.push(1, Step::Reset);
+    c.push(1, Step::Body(409, r#"{"error":{"type":"version_conflict_engine_exception","reason":"[1]: version conflict, document already exists"},"status":409}"#.into()));
+    let cl = client(1, &c, |b| b);
+    let e = cl
+        .send(Request::put("/i/_create/1").body("{}").idempotent(true))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(StatusCode::CONFLICT));
+    assert_eq!(e.kind(), ErrorKind::Status);
+    let m = e.to_string();
+    assert!(m.contains("earlier attempt"), "{m}");
+    assert!(m.contains("may have written"), "{m}");
+    // A plain conflict (no ambiguous attempt before it) is reported as a conflict.
+    let c = Scripted::default();
+    c.push(1, Step::Status(409));
+    let cl = client(1, &c, |b| b);
+    let e = cl
+        .send(Request::put("/i/_create/1").body("{}"))
+        .await
+        .unwrap_err();
+    assert!(!e.to_string().contains("earlier attempt"), "{e}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn connectivity_failures_mark_nodes_dead_but_answers_never_do() {
     for (step, dead) in [
         (Step::Connect, true),
