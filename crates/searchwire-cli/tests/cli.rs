@@ -305,6 +305,25 @@ async fn conflicting_or_incomplete_flags_exit_2() {
     assert!(error_line(&out).contains("ftp"), "{}", stderr(&out));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheme_typo_with_credentials_exits_2_without_echoing_the_password() {
+    for cmd in [
+        &["request", "GET", "/", "--json", "--trace-attempts"][..],
+        &["health", "--json"][..],
+    ] {
+        let mut args = cmd.to_vec();
+        args.extend_from_slice(&["--url", "https//alice:hunter2@127.0.0.1:1"]);
+        let out = run(&args).await;
+        assert_eq!(code(&out), 2, "{cmd:?}: {}", stderr(&out));
+        assert!(error_line(&out).contains("scheme"), "{}", stderr(&out));
+        assert!(
+            !stdout(&out).contains("hunter2") && !stderr(&out).contains("hunter2"),
+            "{cmd:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
 // ---- request: load -----------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -214,7 +214,8 @@ fn is_dedicated_cluster_manager(roles: &[String]) -> bool {
 /// Splits `ip:port`, `[v6]:port`, `host/ip:port` or `/ip:port` into the host to connect
 /// to (the host name when present, else the ip; IPv6 in brackets) and the port.
 fn parse_publish_address(s: &str) -> Result<(String, u16), String> {
-    let bad = |what: &str| format!("an invalid http.publish_address {s:?}: {what}");
+    let shown = crate::http::addr::redact_userinfo(s);
+    let bad = |what: &str| format!("an invalid http.publish_address {shown:?}: {what}");
     let (name, ip_port) = match s.split_once('/') {
         Some((name, rest)) => (name.trim(), rest.trim()),
         None => ("", s.trim()),

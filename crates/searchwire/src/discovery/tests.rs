@@ -298,3 +298,9 @@ async fn failure_triggered_rounds_are_rate_limited() {
     assert!(admit_trigger(&mut last, t0 + Duration::from_secs(10)));
     assert!(!admit_trigger(&mut last, t0 + Duration::from_secs(19)));
 }
+
+#[test]
+fn a_credential_shaped_publish_address_is_not_echoed() {
+    let e = super::parse_publish_address("u:hunter2@h/1.2.3.4").unwrap_err();
+    assert!(!e.contains("hunter2"), "{e}");
+}
