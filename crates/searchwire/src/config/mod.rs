@@ -566,4 +566,45 @@ mod tests {
         assert!(m.contains("SEARCHWIRE_REQUEST_TIMEOUT"), "{m}");
         assert!(m.contains("5 minutes"), "{m}");
     }
+
+    fn prepared(
+        urls: &[&str],
+        b: impl Fn(ClientBuilder) -> ClientBuilder,
+    ) -> Result<HeaderMapAuth, String> {
+        b(ClientBuilder::default().nodes(urls.iter().copied()))
+            .prepare(None)
+            .map(|(_, _, headers, _)| {
+                headers
+                    .get(http::header::AUTHORIZATION)
+                    .map(|v| v.to_str().unwrap().to_string())
+            })
+            .map_err(|e| e.to_string())
+    }
+    type HeaderMapAuth = Option<String>;
+
+    #[test]
+    fn url_credentials_are_one_set_for_every_node_or_an_error() {
+        // The same userinfo in every URL: sent (to every node).
+        let ok = prepared(&["http://bob:pw@a:1", "http://bob:pw@b:1"], |b| b).unwrap();
+        assert_eq!(ok.as_deref(), Some("Basic Ym9iOnB3"));
+        // Userinfo in one URL only: an error, not a leak to the other host.
+        let e = prepared(&["http://bob:hunter2@a:1", "http://b:1"], |b| b).unwrap_err();
+        assert!(e.contains("http://a:1") && e.contains("http://b:1"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+        // Different userinfo per URL: an error, not one of them silently ignored.
+        let e = prepared(
+            &["http://bob:hunter2@a:1", "http://eve:swordfish@b:1"],
+            |b| b,
+        )
+        .unwrap_err();
+        assert!(e.contains("different credentials"), "{e}");
+        assert!(!e.contains("hunter2") && !e.contains("swordfish"), "{e}");
+        // Userinfo and basic_auth together: given twice.
+        let e = prepared(&["http://bob:hunter2@a:1"], |b| b.basic_auth("u", "p")).unwrap_err();
+        assert!(e.contains("once"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+        // No userinfo: basic_auth for every node.
+        let ok = prepared(&["http://a:1", "http://b:1"], |b| b.basic_auth("bob", "pw")).unwrap();
+        assert_eq!(ok.as_deref(), Some("Basic Ym9iOnB3"));
+    }
 }

@@ -40,6 +40,24 @@ impl Credentials {
     }
 }
 
+impl Credentials {
+    /// Whether two sets of credentials are the same (no `PartialEq`, so that secrets are
+    /// compared only where this is called on purpose).
+    pub(crate) fn same_as(&self, other: &Credentials) -> bool {
+        match (self, other) {
+            (
+                Credentials::Basic { username, password },
+                Credentials::Basic {
+                    username: u,
+                    password: p,
+                },
+            ) => username == u && password == p,
+            (Credentials::Bearer(a), Credentials::Bearer(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
