@@ -791,6 +791,47 @@ async fn health_exits_4_when_no_node_is_reachable() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_deadline_reports_hung_nodes_as_no_answer_and_exits_3_when_none_answered() {
+    let c = cluster(2).await;
+    c.node(1).on(Match::Any, Behavior::Hang);
+    let out = run(&[
+        "health",
+        "--url",
+        &urls(&c),
+        "--deadline",
+        "300ms",
+        "--json",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    assert_eq!(v["nodes"][0]["state"], "alive");
+    assert_eq!(v["nodes"][1]["state"], "no answer");
+    assert_eq!(
+        v["nodes"][1]["last_error"],
+        "no answer within the overall limit of 300ms"
+    );
+    let out = run(&["health", "--url", &urls(&c), "--deadline", "300ms"]).await;
+    assert!(stdout(&out).contains("no answer"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("reachable: 1/2"), "{}", stdout(&out));
+    c.node(0).on(Match::Any, Behavior::Hang);
+    let out = run(&[
+        "health",
+        "--url",
+        &urls(&c),
+        "--deadline",
+        "300ms",
+        "--json",
+    ])
+    .await;
+    assert_eq!(code(&out), 3, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    assert!(v["nodes"]
+        .as_array()
+        .is_some_and(|a| a.len() == 2 && a.iter().all(|n| n["state"] == "no answer")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_watch_prints_one_json_line_per_check_until_interrupted() {
     use tokio::io::AsyncBufReadExt;
     let c = cluster(1).await;
