@@ -443,6 +443,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Most nodes one discovery round accepts (default 1,000). A reply listing more keeps
+    /// the nodes already in the pool first, ignores the rest and logs a warning; the
+    /// round's new nodes are health-checked at most 8 at a time.
+    pub fn discover_max_nodes(mut self, max: usize) -> ClientBuilder {
+        self.discovery.max_nodes = max;
+        self
+    }
+
     /// Re-discovers the cluster when a node is marked dead, at most once every 10 s
     /// (default: no), so a cluster that replaced a node is followed without waiting for the
     /// next [`discover_interval`](Self::discover_interval).
@@ -520,6 +528,7 @@ pub(crate) struct DiscoveryConfig {
     pub interval: Option<Duration>,
     pub timeout: Duration,
     pub on_failure: bool,
+    pub max_nodes: usize,
 }
 
 impl Default for DiscoveryConfig {
@@ -529,6 +538,7 @@ impl Default for DiscoveryConfig {
             interval: None,
             timeout: defaults::DISCOVERY_TIMEOUT,
             on_failure: false,
+            max_nodes: defaults::DISCOVER_MAX_NODES,
         }
     }
 }

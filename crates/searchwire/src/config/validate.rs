@@ -83,6 +83,11 @@ impl ClientBuilder {
                 "discover_interval must be positive; leave it unset to disable periodic discovery",
             ));
         }
+        if self.discovery.max_nodes == 0 {
+            return Err(Error::config(
+                "discover_max_nodes must be at least 1 (leave discovery off to use the seed URLs only)",
+            ));
+        }
         if self.discovery.timeout.is_zero() {
             return Err(Error::config("discovery_timeout must be positive"));
         }
