@@ -282,16 +282,17 @@ pub(crate) async fn discover(inner: &Arc<Inner>) -> Result<DiscoveryReport, Erro
     })?;
 
     let mut members: Vec<Member> = Vec::new();
-    let mut first_id: HashMap<NodeAddr, usize> = HashMap::new();
+    // Keyed by the URL text (which is what `NodeAddr` equality compares).
+    let mut first_id: HashMap<Arc<str>, usize> = HashMap::new();
     let mut excluded: Vec<NodeAddr> = Vec::new();
     for n in parsed {
         if !n.routable {
             tracing::debug!(node = %n.addr, id = %n.id, name = %n.name, roles = ?n.roles, "dedicated cluster-manager node: no user requests");
             excluded.push(n.addr);
-        } else if let Some(&i) = first_id.get(&n.addr) {
+        } else if let Some(&i) = first_id.get(n.addr.as_str()) {
             tracing::warn!(node = %n.addr, id = %n.id, other = %members[i].id, "two nodes publish the same HTTP address; using the first");
         } else {
-            first_id.insert(n.addr.clone(), members.len());
+            first_id.insert(n.addr.shared(), members.len());
             members.push(Member {
                 addr: n.addr,
                 id: n.id,
@@ -342,15 +343,15 @@ fn cap_members(inner: &Inner, members: &mut Vec<Member>) {
         return;
     }
     let listed = members.len();
-    let known: HashSet<NodeAddr> = inner
+    let known: HashSet<Arc<str>> = inner
         .pool
         .topology()
         .nodes
         .iter()
-        .map(|n| n.addr.clone())
+        .map(|n| n.addr.shared())
         .collect();
     // A stable sort: known nodes first, each group in reply order.
-    members.sort_by_key(|m| !known.contains(&m.addr));
+    members.sort_by_key(|m| !known.contains(m.addr.as_str()));
     members.truncate(max);
     tracing::warn!(
         listed,

@@ -279,7 +279,7 @@ impl Request {
                 !creates && !segments().any(|s| NON_IDEMPOTENT_PUT_ENDPOINTS.contains(&&*s))
             }
             Method::POST => segments()
-                .last()
+                .next_back()
                 .is_some_and(|last| READ_ONLY_POST_ENDPOINTS.contains(&&*last)),
             _ => false,
         }
