@@ -120,6 +120,47 @@ async fn retry_after_seconds_and_http_date_are_honoured_and_capped() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_retry_after_steers_traffic_to_another_node_instead_of_stalling_the_request() {
+    let c = Scripted::default();
+    let cl = client(2, &c, |b| b);
+    let first = cl.inner.pool.topology().nodes[0].addr.port();
+    let other = 3 - first;
+    c.push(first, Step::StatusWith(429, "retry-after", "30".into()));
+    let t0 = Instant::now();
+    let r = cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(c.ports(), vec![first, other]);
+    assert_eq!(
+        r.attempts()[0].backoff,
+        ms(100),
+        "the ordinary backoff, not 30 s"
+    );
+    assert_eq!(Instant::now() - t0, ms(100));
+    // While its pause runs, the node that asked for it gets no traffic.
+    for _ in 0..4 {
+        cl.send(Request::get("/")).await.unwrap();
+    }
+    assert!(
+        c.ports()[2..].iter().all(|&p| p == other),
+        "{:?}",
+        c.ports()
+    );
+    // After it, both nodes share the traffic again.
+    tokio::time::advance(Duration::from_secs(30)).await;
+    for _ in 0..2 {
+        cl.send(Request::get("/")).await.unwrap();
+    }
+    let mut last: Vec<u16> = c.ports()[6..].to_vec();
+    last.sort();
+    assert_eq!(last, vec![1, 2]);
+    // With no other node free, the request waits the pause out as before.
+    let c = Scripted::default();
+    let cl = client(1, &c, |b| b);
+    c.push(1, Step::StatusWith(429, "retry-after", "3".into()));
+    let r = cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(r.attempts()[0].backoff, Duration::from_secs(3));
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_attempt_timeout_marks_the_node_dead_drops_its_connections_and_fails_over() {
     let c = Scripted::default();
     let cl = client(2, &c, |b| b.attempt_timeout(ms(250)));
