@@ -64,11 +64,14 @@ GET /_cluster/health?local=true (capability: available, or unavailable when the 
 lack cluster:monitor/health; pending when the probe failed transiently). A node that answers \
 401/403 is alive: its credentials problem is shown as its last error.
 Output: a table, or with --json one object per check: \
-{\"cluster_name\",\"status\":\"green|yellow|red|unknown\",\"nodes\":[{\"url\",\"state\":\"alive|dead\",\
+{\"cluster_name\",\"status\":\"green|yellow|red|unknown\",\"nodes\":[{\"url\",\"state\":\"alive|dead|no answer\",\
 \"capability\":\"pending|available|unavailable\",\"version\",\"distribution\",\"last_error\"}]}; \
 status is unknown when no node could report cluster health.
-Exit codes: 0 at least one node reachable, 2 usage or configuration error, 4 no node \
-reachable, 5 every reachable node rejected the credentials.";
+With --deadline DUR, a node whose check has not finished in DUR is reported with state \
+\"no answer\" and last_error saying so; it does not count as reachable.
+Exit codes: 0 at least one node reachable, 2 usage or configuration error, 3 no node \
+reachable and at least one did not answer within --deadline, 4 no node reachable, 5 every \
+reachable node rejected the credentials.";
 
 /// Where the cluster is and how to authenticate: shared by every subcommand that talks to it.
 #[derive(Debug, Args)]
@@ -126,6 +129,15 @@ pub struct HealthArgs {
         help = "Check again every DUR until interrupted, e.g. 10s"
     )]
     pub watch: Option<Duration>,
+
+    #[arg(
+        long,
+        value_name = "DUR",
+        value_parser = parse_positive_duration,
+        help = "Bound each check overall, e.g. 5s: nodes that have not answered by then are \
+                reported with state \"no answer\" [default: none]"
+    )]
+    pub deadline: Option<Duration>,
 
     #[arg(
         long,

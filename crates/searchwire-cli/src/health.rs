@@ -21,7 +21,10 @@ pub async fn run(args: HealthArgs, auth: Auth) -> u8 {
         Err(code) => return code,
     };
     loop {
-        let report = client.check_all().await;
+        let report = match args.deadline {
+            Some(limit) => client.check_all_within(limit).await,
+            None => client.check_all().await,
+        };
         let text = if args.json {
             output::to_json_line(&to_json(&report))
         } else {
@@ -46,10 +49,13 @@ fn build_client(a: &HealthArgs, auth: Auth) -> Result<Client, String> {
         .map_err(|e| e.to_string())
 }
 
-/// 0 when at least one node answered; 4 when none did; 5 when every node that answered
-/// rejected the credentials.
+/// 0 when at least one node answered; 3 when none did and at least one did not answer
+/// within `--deadline`; 4 when none did; 5 when every node that answered rejected the
+/// credentials.
 pub fn exit_code(report: &HealthReport) -> u8 {
-    if report.reachable() == 0 {
+    if report.reachable() == 0 && report.timed_out() > 0 {
+        exit::DEADLINE
+    } else if report.reachable() == 0 {
         exit::NO_NODE
     } else if report.all_reachable_rejected_credentials() {
         exit::AUTH
@@ -84,7 +90,7 @@ fn to_json(report: &HealthReport) -> HealthJson<'_> {
             .iter()
             .map(|n| NodeJson {
                 url: &n.url,
-                state: state(n.alive),
+                state: state(n),
                 capability: n.capability.as_str(),
                 version: n.version.as_deref(),
                 distribution: n.distribution.as_deref(),
@@ -109,8 +115,10 @@ fn cell(text: &str) -> String {
     safe
 }
 
-fn state(alive: bool) -> &'static str {
-    if alive {
+fn state(n: &searchwire::NodeReport) -> &'static str {
+    if n.timed_out {
+        "no answer"
+    } else if n.alive {
         "alive"
     } else {
         "dead"
@@ -133,7 +141,7 @@ pub fn render_table(report: &HealthReport) -> String {
         .map(|n| {
             [
                 cell(&n.url),
-                state(n.alive).to_string(),
+                state(n).to_string(),
                 n.capability.as_str().to_string(),
                 cell(n.version.as_deref().unwrap_or("-")),
                 cell(n.distribution.as_deref().unwrap_or("-")),

@@ -305,6 +305,25 @@ async fn conflicting_or_incomplete_flags_exit_2() {
     assert!(error_line(&out).contains("ftp"), "{}", stderr(&out));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scheme_typo_with_credentials_exits_2_without_echoing_the_password() {
+    for cmd in [
+        &["request", "GET", "/", "--json", "--trace-attempts"][..],
+        &["health", "--json"][..],
+    ] {
+        let mut args = cmd.to_vec();
+        args.extend_from_slice(&["--url", "https//alice:hunter2@127.0.0.1:1"]);
+        let out = run(&args).await;
+        assert_eq!(code(&out), 2, "{cmd:?}: {}", stderr(&out));
+        assert!(error_line(&out).contains("scheme"), "{}", stderr(&out));
+        assert!(
+            !stdout(&out).contains("hunter2") && !stderr(&out).contains("hunter2"),
+            "{cmd:?}: {}",
+            stderr(&out)
+        );
+    }
+}
+
 // ---- request: load -----------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -769,6 +788,47 @@ async fn health_exits_4_when_no_node_is_reachable() {
     assert!(v["nodes"].as_array().is_some_and(|a| a
         .iter()
         .all(|n| n["state"] == "dead" && n["last_error"].is_string())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_deadline_reports_hung_nodes_as_no_answer_and_exits_3_when_none_answered() {
+    let c = cluster(2).await;
+    c.node(1).on(Match::Any, Behavior::Hang);
+    let out = run(&[
+        "health",
+        "--url",
+        &urls(&c),
+        "--deadline",
+        "300ms",
+        "--json",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    assert_eq!(v["nodes"][0]["state"], "alive");
+    assert_eq!(v["nodes"][1]["state"], "no answer");
+    assert_eq!(
+        v["nodes"][1]["last_error"],
+        "no answer within the overall limit of 300ms"
+    );
+    let out = run(&["health", "--url", &urls(&c), "--deadline", "300ms"]).await;
+    assert!(stdout(&out).contains("no answer"), "{}", stdout(&out));
+    assert!(stdout(&out).contains("reachable: 1/2"), "{}", stdout(&out));
+    c.node(0).on(Match::Any, Behavior::Hang);
+    let out = run(&[
+        "health",
+        "--url",
+        &urls(&c),
+        "--deadline",
+        "300ms",
+        "--json",
+    ])
+    .await;
+    assert_eq!(code(&out), 3, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    assert!(v["nodes"]
+        .as_array()
+        .is_some_and(|a| a.len() == 2 && a.iter().all(|n| n["state"] == "no answer")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

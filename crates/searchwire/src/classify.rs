@@ -276,23 +276,33 @@ pub(crate) fn is_cluster_block(status: u16, body: &[u8]) -> bool {
     status == 403 && error_reason(body).is_some_and(|r| r.contains("cluster_block_exception"))
 }
 
+/// How much of an error body is read for its message: OpenSearch puts `error.type` and
+/// `error.reason` at the start, and a body of hundreds of megabytes (allowed up to
+/// `max_response_bytes`) must not cost memory in proportion to build one line of text.
+pub(crate) const ERROR_PREFIX_BYTES: usize = 64 * 1024;
+
 /// The `error.reason` (or `error.type`) of an OpenSearch error body, shortened.
+///
+/// Reads at most the first [`ERROR_PREFIX_BYTES`] with a streaming, typed parse that keeps
+/// only `error` (a string, or its `type` and `reason`) and skips everything else without
+/// building it — never a `serde_json::Value`. A body cut off at the prefix still yields
+/// what was read before the cut.
 pub(crate) fn error_reason(body: &[u8]) -> Option<String> {
-    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
-    let err = v.get("error")?;
-    let text = match err {
-        serde_json::Value::String(s) => s.clone(),
-        _ => {
-            let ty = err.get("type").and_then(|t| t.as_str()).unwrap_or("");
-            let reason = err.get("reason").and_then(|t| t.as_str()).unwrap_or("");
-            match (ty.is_empty(), reason.is_empty()) {
-                (false, false) => format!("{ty}: {reason}"),
-                (false, true) => ty.to_string(),
-                (true, false) => reason.to_string(),
-                (true, true) => return None,
-            }
-        }
+    let prefix = &body[..body.len().min(ERROR_PREFIX_BYTES)];
+    let mut found = ErrorText::default();
+    let mut de = serde_json::Deserializer::from_slice(prefix);
+    // An error here (a cut-off prefix, not JSON at all) keeps what was captured before it.
+    let _ = serde::de::DeserializeSeed::deserialize(TopLevel(&mut found), &mut de);
+    let text = match (found.whole, found.ty, found.reason) {
+        (Some(w), _, _) => w,
+        (None, Some(t), Some(r)) => format!("{t}: {r}"),
+        (None, Some(t), None) => t,
+        (None, None, Some(r)) => r,
+        (None, None, None) => return None,
     };
+    if text.is_empty() {
+        return None;
+    }
     let mut t: String = text.chars().take(300).collect();
     if text.chars().count() > 300 {
         t.push('…');
@@ -300,9 +310,191 @@ pub(crate) fn error_reason(body: &[u8]) -> Option<String> {
     Some(t)
 }
 
+/// What [`error_reason`] captured, filled in while parsing (so a later parse error keeps it).
+#[derive(Default)]
+struct ErrorText {
+    /// `"error": "text"`.
+    whole: Option<String>,
+    ty: Option<String>,
+    reason: Option<String>,
+}
+
+/// The top-level object: only its `error` member is looked at.
+struct TopLevel<'a>(&'a mut ErrorText);
+
+impl<'de> serde::de::DeserializeSeed<'de> for TopLevel<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for TopLevel<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an OpenSearch error object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if key == "error" {
+                map.next_value_seed(ErrorMember(&mut *self.0))?;
+            } else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The `error` member: a string, or an object whose `type` and `reason` are kept.
+struct ErrorMember<'a>(&'a mut ErrorText);
+
+impl<'de> serde::de::DeserializeSeed<'de> for ErrorMember<'_> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for ErrorMember<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string or an object with type and reason")
+    }
+    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<(), E> {
+        self.0.whole = Some(v.to_string());
+        Ok(())
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let slot = match &*key {
+                "type" => &mut self.0.ty,
+                "reason" => &mut self.0.reason,
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    continue;
+                }
+            };
+            // A non-string `type`/`reason` is skipped, not an error.
+            if let Text(Some(t)) = map.next_value::<Text>()? {
+                if !t.is_empty() {
+                    *slot = Some(t);
+                }
+            }
+        }
+        Ok(())
+    }
+    // Any other JSON value for `error` says nothing.
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+}
+
+/// A string, or nothing for any other JSON value (skipped without building it).
+struct Text(Option<String>);
+
+impl<'de> serde::Deserialize<'de> for Text {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Text, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = Text;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Text, E> {
+                Ok(Text(Some(v.to_string())))
+            }
+            fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Text, E> {
+                Ok(Text(None))
+            }
+            fn visit_i64<E: serde::de::Error>(self, _: i64) -> Result<Text, E> {
+                Ok(Text(None))
+            }
+            fn visit_u64<E: serde::de::Error>(self, _: u64) -> Result<Text, E> {
+                Ok(Text(None))
+            }
+            fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Text, E> {
+                Ok(Text(None))
+            }
+            fn visit_unit<E: serde::de::Error>(self) -> Result<Text, E> {
+                Ok(Text(None))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Text, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Text(None))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Text, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Text(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn error_reason_reads_type_and_reason_or_a_string() {
+        let r = |b: &str| error_reason(b.as_bytes());
+        assert_eq!(
+            r(r#"{"error":{"root_cause":[{"type":"x","reason":"y"}],"type":"t","reason":"r"},"status":500}"#).as_deref(),
+            Some("t: r")
+        );
+        assert_eq!(r(r#"{"error":"plain"}"#).as_deref(), Some("plain"));
+        assert_eq!(
+            r(r#"{"status":500,"error":{"type":"t"}}"#).as_deref(),
+            Some("t")
+        );
+        assert_eq!(
+            r(r#"{"error":{"reason":"r","type":7}}"#).as_deref(),
+            Some("r")
+        );
+        assert_eq!(r(r#"{"error":{"type":"","reason":""}}"#), None);
+        assert_eq!(r(r#"{"error":[1,2]}"#), None);
+        assert_eq!(r("not json"), None);
+        assert_eq!(r("[]"), None);
+        // Cut off after the reason: what was read is kept.
+        assert_eq!(
+            r(r#"{"error":{"type":"t","reason":"r","stack_trace":"at org.opensearch"#).as_deref(),
+            Some("t: r")
+        );
+    }
+
+    #[test]
+    fn error_reason_looks_only_at_the_first_64_kib_of_a_50_mb_body() {
+        let mut body = br#"{"error":{"type":"search_phase_execution_exception","reason":"all shards failed","pad":""#.to_vec();
+        body.resize(50 * 1024 * 1024, b'a');
+        // Past the prefix the body is not even JSON: a parse of the whole body would fail
+        // and give no reason at all.
+        body[ERROR_PREFIX_BYTES + 10] = 0;
+        body.extend_from_slice(br#""},"status":500}"#);
+        assert_eq!(
+            error_reason(&body).as_deref(),
+            Some("search_phase_execution_exception: all shards failed")
+        );
+    }
 
     #[test]
     fn statuses_map_to_kinds() {

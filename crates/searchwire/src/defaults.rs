@@ -75,6 +75,13 @@ pub const HEALTH_CHECK_CONCURRENCY: usize = 8;
 /// reply is small; a node that cannot produce it in 5 s is not the one to ask.
 pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Most nodes one discovery round accepts into the pool: 1,000. Far above any real
+/// OpenSearch cluster's HTTP nodes, far below what a broken or hostile `_nodes` reply can
+/// list (20,000 nodes cost seconds of CPU for the selection wheel, a health check each and
+/// a resurrection timer each, every one carrying the credentials). Above it, the nodes
+/// already in the pool are kept first, the rest ignored, and a warning says so.
+pub const DISCOVER_MAX_NODES: usize = 1_000;
+
 /// Shortest gap between two failure-triggered discoveries: 10 s. A cluster losing nodes one
 /// after another should not be asked for its node list once per casualty.
 pub const REDISCOVER_MIN_GAP: Duration = Duration::from_secs(10);
@@ -299,6 +306,11 @@ pub fn table() -> Vec<DefaultEntry> {
             setting: "discovery_timeout",
             value: d(DISCOVERY_TIMEOUT),
             why: "the node list is small; a node that cannot send it in 5 s is not the one to ask",
+        },
+        DefaultEntry {
+            setting: "discover_max_nodes",
+            value: DISCOVER_MAX_NODES.to_string(),
+            why: "far above a real cluster, far below what a broken or hostile nodes reply can list; more is ignored with a warning",
         },
         DefaultEntry {
             setting: "rediscover_on_failure",

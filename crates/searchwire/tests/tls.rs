@@ -96,3 +96,51 @@ async fn an_untrusted_certificate_is_a_connect_failure_that_names_the_problem() 
     let m = e.to_string().to_lowercase();
     assert!(m.contains("certificate"), "{e}");
 }
+
+/// A TLS "server" that accepts TCP connections and never answers the handshake. Returns
+/// its URL and a counter of accepted connections.
+async fn stalled_handshake_server() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = Arc::clone(&accepted);
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((mut tcp, _)) = listener.accept().await {
+            count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut hello = [0u8; 1024];
+            // Read the ClientHello, then say nothing; keep the socket open.
+            let _ = tcp.read(&mut hello).await;
+            held.push(tcp);
+        }
+    });
+    (format!("https://127.0.0.1:{port}"), accepted)
+}
+
+#[tokio::test]
+async fn a_stalled_tls_handshake_is_a_connect_failure_so_a_post_fails_over() {
+    let (stalled, accepted) = stalled_handshake_server().await;
+    let (good, pem) = tls_server().await;
+    let client = Client::builder()
+        .nodes([stalled, good])
+        .ca_certificate_pem(pem)
+        .native_roots(false)
+        .connect_timeout(std::time::Duration::from_millis(200))
+        .attempt_timeout(std::time::Duration::from_secs(10))
+        .read_environment(false)
+        .build()
+        .unwrap();
+    // Round-robin over two nodes: one of two requests starts at the stalled node.
+    let mut outcomes = Vec::new();
+    for _ in 0..2 {
+        let r = client
+            .send(Request::post("/i/_doc").body("{}"))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        outcomes.extend(r.attempts().iter().map(|a| a.outcome_label()));
+    }
+    assert!(accepted.load(std::sync::atomic::Ordering::SeqCst) >= 1);
+    outcomes.sort();
+    assert_eq!(outcomes, ["connect", "ok", "ok"], "{outcomes:?}");
+}

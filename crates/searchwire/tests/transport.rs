@@ -339,3 +339,30 @@ async fn a_declared_length_over_the_limit_fails_before_reading_the_body() {
     assert_eq!(e.kind(), ErrorKind::ResponseTooLarge);
     assert!(e.to_string().contains("999999999"), "{e}");
 }
+
+#[tokio::test]
+async fn redirects_are_never_followed() {
+    let node = FakeNode::start("n").await.unwrap();
+    let elsewhere = FakeNode::start("elsewhere").await.unwrap();
+    for status in [301, 302, 307, 308] {
+        node.once(
+            Match::Any,
+            Behavior::Respond {
+                status,
+                headers: vec![("location".into(), format!("{}/stolen", elsewhere.url()))],
+                body: bytes::Bytes::new(),
+            },
+        );
+        let client = client_for(&[node.url()]).build().unwrap();
+        let r = client
+            .send(Request::get("/").header("authorization", "Bearer tok"))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), status);
+        assert_eq!(r.attempts().len(), 1);
+    }
+    assert!(
+        elsewhere.requests().is_empty(),
+        "nothing went to the redirect target"
+    );
+}

@@ -443,6 +443,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Most nodes one discovery round accepts (default 1,000). A reply listing more keeps
+    /// the nodes already in the pool first, ignores the rest and logs a warning; the
+    /// round's new nodes are health-checked at most 8 at a time.
+    pub fn discover_max_nodes(mut self, max: usize) -> ClientBuilder {
+        self.discovery.max_nodes = max;
+        self
+    }
+
     /// Re-discovers the cluster when a node is marked dead, at most once every 10 s
     /// (default: no), so a cluster that replaced a node is followed without waiting for the
     /// next [`discover_interval`](Self::discover_interval).
@@ -520,6 +528,7 @@ pub(crate) struct DiscoveryConfig {
     pub interval: Option<Duration>,
     pub timeout: Duration,
     pub on_failure: bool,
+    pub max_nodes: usize,
 }
 
 impl Default for DiscoveryConfig {
@@ -529,6 +538,7 @@ impl Default for DiscoveryConfig {
             interval: None,
             timeout: defaults::DISCOVERY_TIMEOUT,
             on_failure: false,
+            max_nodes: defaults::DISCOVER_MAX_NODES,
         }
     }
 }
@@ -565,5 +575,46 @@ mod tests {
         let m = e.to_string();
         assert!(m.contains("SEARCHWIRE_REQUEST_TIMEOUT"), "{m}");
         assert!(m.contains("5 minutes"), "{m}");
+    }
+
+    fn prepared(
+        urls: &[&str],
+        b: impl Fn(ClientBuilder) -> ClientBuilder,
+    ) -> Result<HeaderMapAuth, String> {
+        b(ClientBuilder::default().nodes(urls.iter().copied()))
+            .prepare(None)
+            .map(|(_, _, headers, _)| {
+                headers
+                    .get(http::header::AUTHORIZATION)
+                    .map(|v| v.to_str().unwrap().to_string())
+            })
+            .map_err(|e| e.to_string())
+    }
+    type HeaderMapAuth = Option<String>;
+
+    #[test]
+    fn url_credentials_are_one_set_for_every_node_or_an_error() {
+        // The same userinfo in every URL: sent (to every node).
+        let ok = prepared(&["http://bob:pw@a:1", "http://bob:pw@b:1"], |b| b).unwrap();
+        assert_eq!(ok.as_deref(), Some("Basic Ym9iOnB3"));
+        // Userinfo in one URL only: an error, not a leak to the other host.
+        let e = prepared(&["http://bob:hunter2@a:1", "http://b:1"], |b| b).unwrap_err();
+        assert!(e.contains("http://a:1") && e.contains("http://b:1"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+        // Different userinfo per URL: an error, not one of them silently ignored.
+        let e = prepared(
+            &["http://bob:hunter2@a:1", "http://eve:swordfish@b:1"],
+            |b| b,
+        )
+        .unwrap_err();
+        assert!(e.contains("different credentials"), "{e}");
+        assert!(!e.contains("hunter2") && !e.contains("swordfish"), "{e}");
+        // Userinfo and basic_auth together: given twice.
+        let e = prepared(&["http://bob:hunter2@a:1"], |b| b.basic_auth("u", "p")).unwrap_err();
+        assert!(e.contains("once"), "{e}");
+        assert!(!e.contains("hunter2"), "{e}");
+        // No userinfo: basic_auth for every node.
+        let ok = prepared(&["http://a:1", "http://b:1"], |b| b.basic_auth("bob", "pw")).unwrap();
+        assert_eq!(ok.as_deref(), Some("Basic Ym9iOnB3"));
     }
 }

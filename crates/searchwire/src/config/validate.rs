@@ -6,7 +6,7 @@ use std::time::Duration;
 use http::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::config::ClientBuilder;
-use crate::http::addr::NodeAddr;
+use crate::http::addr::{Credentials, NodeAddr};
 use crate::message::error::Error;
 
 impl ClientBuilder {
@@ -34,15 +34,17 @@ impl ClientBuilder {
             ));
         }
         let mut addrs: Vec<NodeAddr> = Vec::new();
+        let mut in_urls: Vec<Option<Credentials>> = Vec::new();
         for raw in &self.nodes {
             let (addr, creds) = NodeAddr::parse(raw)?;
             if addrs.contains(&addr) {
                 return Err(Error::config(format!("node {addr} is listed twice")));
             }
-            if let (Some(c), None) = (creds, &self.credentials) {
-                self.credentials = Some(c);
-            }
             addrs.push(addr);
+            in_urls.push(creds);
+        }
+        if let Some(c) = url_credentials(&addrs, in_urls, self.credentials.is_some())? {
+            self.credentials = Some(c);
         }
         for s in &self.retry.retry_on_status {
             if !(400..=599).contains(s) {
@@ -79,6 +81,11 @@ impl ClientBuilder {
         if self.discovery.interval.is_some_and(|d| d.is_zero()) {
             return Err(Error::config(
                 "discover_interval must be positive; leave it unset to disable periodic discovery",
+            ));
+        }
+        if self.discovery.max_nodes == 0 {
+            return Err(Error::config(
+                "discover_max_nodes must be at least 1 (leave discovery off to use the seed URLs only)",
             ));
         }
         if self.discovery.timeout.is_zero() {
@@ -134,4 +141,47 @@ impl ClientBuilder {
         }
         Ok((self, addrs, headers, roots))
     }
+}
+
+/// The credentials the node URLs carry, checked: one set of credentials per client, sent
+/// to every node (seed and discovered). So URLs carrying userinfo must all carry the same,
+/// and none may be missing it, and it may not be combined with
+/// `basic_auth`/`bearer_auth`: otherwise one URL's credentials would be sent to hosts they
+/// were not written for, or another URL's silently ignored. The errors name the nodes,
+/// never the secrets.
+fn url_credentials(
+    addrs: &[NodeAddr],
+    in_urls: Vec<Option<Credentials>>,
+    explicit: bool,
+) -> Result<Option<Credentials>, Error> {
+    let mut first: Option<(usize, Credentials)> = None;
+    for (i, c) in in_urls.iter().enumerate() {
+        let Some(c) = c else { continue };
+        match &first {
+            None => first = Some((i, c.clone())),
+            Some((j, f)) if !f.same_as(c) => {
+                return Err(Error::config(format!(
+                    "nodes {} and {} carry different credentials in their URLs; searchwire sends one set of credentials to every node — give the same user:password in every URL, or none in the URLs and use basic_auth (--user/--password)",
+                    addrs[*j], addrs[i]
+                )))
+            }
+            Some(_) => {}
+        }
+    }
+    let Some((j, creds)) = first else {
+        return Ok(None);
+    };
+    if let Some(i) = in_urls.iter().position(Option::is_none) {
+        return Err(Error::config(format!(
+            "node {} carries credentials in its URL but node {} does not; searchwire sends one set of credentials to every node — put the same user:password in every URL, or none in the URLs and use basic_auth (--user/--password)",
+            addrs[j], addrs[i]
+        )));
+    }
+    if explicit {
+        return Err(Error::config(format!(
+            "node {} carries credentials in its URL and basic_auth/bearer_auth (--user/--password/--bearer) is set too; give the credentials once",
+            addrs[j]
+        )));
+    }
+    Ok(Some(creds))
 }

@@ -24,8 +24,10 @@
 //! 3. [`Pool::merge`] applies it: unchanged nodes keep their state, seeds are never dropped
 //!    (a seed reported as a dedicated cluster manager leaves the user-traffic pool but stays
 //!    a discovery contact point), vanished nodes leave, new nodes join *not alive*.
-//! 4. Every node that has never answered gets a `GET /` health check now; it receives user
-//!    traffic only after it answered. One that does not answer is handed to its
+//!    At most `discover_max_nodes` (1,000) routable nodes are accepted; a reply listing
+//!    more keeps the nodes already in the pool first and ignores the rest, with a warning.
+//! 4. Every node that has never answered gets a `GET /` health check now (at most 8 at a
+//!    time); it receives user traffic only after it answered. One that does not answer is handed to its
 //!    resurrection timer like any dead node.
 //!
 //! `os.allocated_processors` becomes the node's core count, which weights the round-robin
@@ -38,7 +40,7 @@
 //! [`Client::discover_now`]: crate::Client::discover_now
 //! [`Pool::merge`]: crate::nodes::pool::Pool::merge
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -214,7 +216,8 @@ fn is_dedicated_cluster_manager(roles: &[String]) -> bool {
 /// Splits `ip:port`, `[v6]:port`, `host/ip:port` or `/ip:port` into the host to connect
 /// to (the host name when present, else the ip; IPv6 in brackets) and the port.
 fn parse_publish_address(s: &str) -> Result<(String, u16), String> {
-    let bad = |what: &str| format!("an invalid http.publish_address {s:?}: {what}");
+    let shown = crate::http::addr::redact_userinfo(s);
+    let bad = |what: &str| format!("an invalid http.publish_address {shown:?}: {what}");
     let (name, ip_port) = match s.split_once('/') {
         Some((name, rest)) => (name.trim(), rest.trim()),
         None => ("", s.trim()),
@@ -279,14 +282,17 @@ pub(crate) async fn discover(inner: &Arc<Inner>) -> Result<DiscoveryReport, Erro
     })?;
 
     let mut members: Vec<Member> = Vec::new();
+    // Keyed by the URL text (which is what `NodeAddr` equality compares).
+    let mut first_id: HashMap<Arc<str>, usize> = HashMap::new();
     let mut excluded: Vec<NodeAddr> = Vec::new();
     for n in parsed {
         if !n.routable {
             tracing::debug!(node = %n.addr, id = %n.id, name = %n.name, roles = ?n.roles, "dedicated cluster-manager node: no user requests");
             excluded.push(n.addr);
-        } else if let Some(first) = members.iter().find(|m| m.addr == n.addr) {
-            tracing::warn!(node = %n.addr, id = %n.id, other = %first.id, "two nodes publish the same HTTP address; using the first");
+        } else if let Some(&i) = first_id.get(n.addr.as_str()) {
+            tracing::warn!(node = %n.addr, id = %n.id, other = %members[i].id, "two nodes publish the same HTTP address; using the first");
         } else {
+            first_id.insert(n.addr.shared(), members.len());
             members.push(Member {
                 addr: n.addr,
                 id: n.id,
@@ -294,6 +300,7 @@ pub(crate) async fn discover(inner: &Arc<Inner>) -> Result<DiscoveryReport, Erro
             });
         }
     }
+    cap_members(inner, &mut members);
 
     let change = inner
         .pool
@@ -326,6 +333,32 @@ pub(crate) async fn discover(inner: &Arc<Inner>) -> Result<DiscoveryReport, Erro
         not_answering,
         nodes: total,
     })
+}
+
+/// Keeps at most `discover_max_nodes` members: those already in the pool first (in reply
+/// order), then new ones; warns when the reply listed more.
+fn cap_members(inner: &Inner, members: &mut Vec<Member>) {
+    let max = inner.discovery.config.max_nodes;
+    if members.len() <= max {
+        return;
+    }
+    let listed = members.len();
+    let known: HashSet<Arc<str>> = inner
+        .pool
+        .topology()
+        .nodes
+        .iter()
+        .map(|n| n.addr.shared())
+        .collect();
+    // A stable sort: known nodes first, each group in reply order.
+    members.sort_by_key(|m| !known.contains(m.addr.as_str()));
+    members.truncate(max);
+    tracing::warn!(
+        listed,
+        max,
+        ignored = listed - max,
+        "discovery: the nodes reply lists more nodes than discover_max_nodes; keeping the nodes already in the pool first and ignoring the rest"
+    );
 }
 
 /// Asks the nodes in turn for `GET /_nodes/http,os` until one answers `200`: live nodes
@@ -404,9 +437,16 @@ async fn check_unproven(inner: &Arc<Inner>) -> Vec<String> {
         .cloned()
         .collect();
     let mut checks = tokio::task::JoinSet::new();
+    // Bounded like every fan-out of health checks: a round adding many nodes must not
+    // open a connection to each at once.
+    let permits = Arc::new(tokio::sync::Semaphore::new(
+        crate::defaults::HEALTH_CHECK_CONCURRENCY,
+    ));
     for node in unproven {
         let inner = Arc::clone(inner);
+        let permits = Arc::clone(&permits);
         checks.spawn(async move {
+            let _permit = permits.acquire_owned().await.ok();
             let check = check_node(&inner, &node);
             let result = crate::health::reported(&inner, &node, "discovery", check).await;
             (node, result)

@@ -298,3 +298,62 @@ async fn failure_triggered_rounds_are_rate_limited() {
     assert!(admit_trigger(&mut last, t0 + Duration::from_secs(10)));
     assert!(!admit_trigger(&mut last, t0 + Duration::from_secs(19)));
 }
+
+#[test]
+fn a_credential_shaped_publish_address_is_not_echoed() {
+    let e = super::parse_publish_address("u:hunter2@h/1.2.3.4").unwrap_err();
+    assert!(!e.contains("hunter2"), "{e}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_huge_reply_is_capped_with_a_warning_and_new_nodes_are_checked_8_at_a_time() {
+    use crate::testing::{client, Scripted, Step, Warnings};
+    let c = Scripted::default();
+    let mut nodes = serde_json::Map::new();
+    for p in 1..=30u16 {
+        nodes.insert(
+            format!("id{p:02}"),
+            node(&format!("node/10.0.0.1:{p}"), DATA, 8),
+        );
+        c.on_path(
+            p,
+            "/",
+            Step::After(Duration::from_secs(1), Box::new(Step::Root)),
+        );
+    }
+    let body = String::from_utf8(reply(serde_json::Value::Object(nodes))).unwrap();
+    c.on_path(1, NODES_PATH, Step::Body(200, body.clone()));
+    c.on_path(30, NODES_PATH, Step::Body(200, body));
+    let warnings = Warnings::default();
+    let _guard = warnings.install();
+    // The seed is the last node of the reply's order, so keeping it shows known nodes
+    // come first.
+    let cl = client(1, &c, |b| {
+        b.nodes(["http://node:30"]).discover_max_nodes(17)
+    });
+    let t0 = Instant::now();
+    let report = cl.discover_now().await.unwrap();
+    assert_eq!(report.nodes, 17);
+    let ports: Vec<u16> = cl
+        .nodes()
+        .iter()
+        .map(|n| n.url.rsplit(':').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(ports.contains(&1) && ports.contains(&30), "{ports:?}");
+    assert_eq!(warnings.count("more nodes than discover_max_nodes"), 1);
+    // 15 new nodes, each answering after 1 s, at most 8 at a time: 2 s, not 1 s.
+    assert_eq!(Instant::now() - t0, Duration::from_secs(2));
+    assert!(cl.nodes().iter().all(|n| n.alive));
+    // At the cap or below: no warning.
+    let cl = client(1, &c, |b| b.discover_max_nodes(30));
+    cl.discover_now().await.unwrap();
+    assert_eq!(warnings.count("more nodes than discover_max_nodes"), 1);
+    assert_eq!(cl.nodes().len(), 30);
+    // Zero is a configuration error.
+    let e = crate::Client::builder()
+        .node("http://node:1")
+        .discover_max_nodes(0)
+        .build()
+        .unwrap_err();
+    assert!(e.to_string().contains("discover_max_nodes"), "{e}");
+}

@@ -82,6 +82,10 @@ pub struct NodeReport {
     pub error: Option<String>,
     /// Its `_cluster/health?local=true` answer, when the probe succeeded.
     pub cluster_health: Option<ClusterHealthLocal>,
+    /// Its check had not finished when the overall limit of
+    /// [`Client::check_all_within`](crate::Client::check_all_within) passed; it was
+    /// cancelled, and the node did not count as reachable in this check.
+    pub timed_out: bool,
 }
 
 /// The result of [`Client::check_all`](crate::Client::check_all).
@@ -112,9 +116,14 @@ impl HealthReport {
             .or_else(|| self.nodes.iter().find_map(|n| n.cluster_name.as_deref()))
     }
 
-    /// Nodes that answered (alive after the check).
+    /// Nodes that answered (alive after the check, and not timed out).
     pub fn reachable(&self) -> usize {
-        self.nodes.iter().filter(|n| n.alive).count()
+        self.nodes.iter().filter(|n| n.answered()).count()
+    }
+
+    /// Nodes whose check was cancelled by the overall limit.
+    pub fn timed_out(&self) -> usize {
+        self.nodes.iter().filter(|n| n.timed_out).count()
     }
 
     /// Whether at least one node answered and every node that answered rejected the
@@ -124,8 +133,33 @@ impl HealthReport {
             && self
                 .nodes
                 .iter()
-                .filter(|n| n.alive)
+                .filter(|n| n.answered())
                 .all(|n| n.auth_rejected.is_some())
+    }
+}
+
+impl NodeReport {
+    /// Whether the node answered in this check.
+    fn answered(&self) -> bool {
+        self.alive && !self.timed_out
+    }
+
+    /// The row of a node whose check has no result: cancelled by the overall limit, or
+    /// its task panicked.
+    fn without_result(node: &PoolNode, timed_out: bool, error: String) -> NodeReport {
+        let c = node.capability().clone();
+        NodeReport {
+            url: node.addr.to_string(),
+            alive: node.is_alive(),
+            capability: c.state,
+            version: c.info.as_ref().map(|i| i.version.clone()),
+            distribution: c.info.as_ref().map(|i| i.distribution.clone()),
+            cluster_name: None,
+            auth_rejected: None,
+            error: Some(error),
+            cluster_health: None,
+            timed_out,
+        }
     }
 }
 
@@ -182,16 +216,20 @@ pub(crate) fn cluster_health(inner: &Inner) -> ClusterHealth {
 /// for its answer. The results are applied like any health check's: a node that cannot
 /// be reached is marked dead and handed to its resurrection timer; one that answers —
 /// even with 401/403 — is alive.
-pub(crate) async fn check_all(inner: &Arc<Inner>) -> HealthReport {
+///
+/// With a `limit`, the checks still running when it passes are cancelled (dropping
+/// their tasks) and their nodes reported as timed out.
+pub(crate) async fn check_all(inner: &Arc<Inner>, limit: Option<Duration>) -> HealthReport {
+    let deadline = limit.and_then(|l| Instant::now().checked_add(l));
     let nodes: Vec<Arc<PoolNode>> = inner.pool.topology().nodes.clone();
     let pool_nodes = nodes.clone();
-    let limit = Arc::new(Semaphore::new(crate::defaults::HEALTH_CHECK_CONCURRENCY));
+    let permits = Arc::new(Semaphore::new(crate::defaults::HEALTH_CHECK_CONCURRENCY));
     let mut tasks = tokio::task::JoinSet::new();
     for (i, node) in nodes.into_iter().enumerate() {
         let inner = Arc::clone(inner);
-        let limit = Arc::clone(&limit);
+        let permits = Arc::clone(&permits);
         tasks.spawn(async move {
-            let _permit = limit.acquire_owned().await.ok();
+            let _permit = permits.acquire_owned().await.ok();
             let mut error = None;
             let mut auth_rejected = None;
             let mut cluster_health = None;
@@ -222,32 +260,53 @@ pub(crate) async fn check_all(inner: &Arc<Inner>) -> HealthReport {
                 auth_rejected,
                 error,
                 cluster_health,
+                timed_out: false,
             };
             (i, report)
         });
     }
     let mut reports: Vec<Option<NodeReport>> = vec![None; pool_nodes.len()];
-    while let Some(joined) = tasks.join_next().await {
-        if let Ok((i, r)) = joined {
-            reports[i] = Some(r);
+    let mut expired = false;
+    loop {
+        let next = match deadline {
+            Some(at) => match tokio::time::timeout_at(at, tasks.join_next()).await {
+                Ok(next) => next,
+                Err(_) => {
+                    expired = true;
+                    break;
+                }
+            },
+            None => tasks.join_next().await,
+        };
+        match next {
+            Some(Ok((i, r))) => reports[i] = Some(r),
+            Some(Err(_)) => {}
+            None => break,
         }
     }
-    // A check that panicked (a request modifier can) still has a row.
+    // Cancels the checks still running (nothing is marked: cancellation says nothing
+    // about a node).
+    tasks.abort_all();
+    let shown = limit.map(crate::clock::duration::format_duration);
     let nodes = reports
         .into_iter()
         .zip(pool_nodes)
-        .map(|(r, node)| {
-            r.unwrap_or_else(|| NodeReport {
-                url: node.addr.to_string(),
-                alive: node.is_alive(),
-                capability: node.capability().state,
-                version: None,
-                distribution: None,
-                cluster_name: None,
-                auth_rejected: None,
-                error: Some("the health check task panicked".to_string()),
-                cluster_health: None,
-            })
+        .map(|(r, node)| match r {
+            Some(r) => r,
+            None if expired => NodeReport::without_result(
+                &node,
+                true,
+                format!(
+                    "no answer within the overall limit of {}",
+                    shown.clone().unwrap_or_default()
+                ),
+            ),
+            // A check that panicked (a request modifier can) still has a row.
+            None => NodeReport::without_result(
+                &node,
+                false,
+                "the health check task panicked".to_string(),
+            ),
         })
         .collect();
     HealthReport { nodes }

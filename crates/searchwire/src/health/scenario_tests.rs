@@ -474,6 +474,35 @@ async fn check_all_waits_for_the_probe_and_reports_every_node() {
     );
 }
 
+#[tokio::test(start_paused = true)]
+async fn check_all_within_ends_on_time_and_reports_the_nodes_that_did_not_answer() {
+    let c = Scripted::default();
+    with_root(&c, [1, 2, 3]);
+    c.on_path(1, HEALTH, Step::Health);
+    c.on_path(2, "/", Step::Hang);
+    c.on_path(3, HEALTH, Step::After(secs(60), Box::new(Step::Health)));
+    let cl = client(3, &c, |b| b.health_check_timeout(secs(120)));
+    let t0 = Instant::now();
+    let r = cl.check_all_within(ms(300)).await;
+    assert_eq!(Instant::now() - t0, ms(300), "ends at the limit");
+    assert_eq!(r.nodes.len(), 3, "no node is dropped");
+    assert!(!r.nodes[0].timed_out);
+    assert_eq!(r.nodes[0].capability, Capability::Available);
+    for n in &r.nodes[1..] {
+        assert!(n.timed_out, "{n:?}");
+        assert_eq!(
+            n.error.as_deref(),
+            Some("no answer within the overall limit of 300ms")
+        );
+    }
+    assert_eq!((r.reachable(), r.timed_out()), (1, 2));
+    // Cancelled checks mark nothing.
+    assert!(cl.nodes().iter().all(|n| n.alive));
+    // Without a limit (and everything answering in time) nothing times out.
+    let r = cl.check_all_within(secs(600)).await;
+    assert_eq!(r.timed_out(), 0);
+}
+
 // ---- the periodic refresh ------------------------------------------------------------------
 
 /// (time since `t0` in whole seconds, port) of every cluster-health request.

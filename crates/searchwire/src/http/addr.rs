@@ -40,6 +40,24 @@ impl Credentials {
     }
 }
 
+impl Credentials {
+    /// Whether two sets of credentials are the same (no `PartialEq`, so that secrets are
+    /// compared only where this is called on purpose).
+    pub(crate) fn same_as(&self, other: &Credentials) -> bool {
+        match (self, other) {
+            (
+                Credentials::Basic { username, password },
+                Credentials::Basic {
+                    username: u,
+                    password: p,
+                },
+            ) => username == u && password == p,
+            (Credentials::Bearer(a), Credentials::Bearer(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -155,6 +173,16 @@ impl NodeAddr {
             None => 9200,
         };
         let prefix = url.path().trim_end_matches('/').to_string();
+        // `https//user:PW@host` (a scheme typo) parses as host `https` with the path
+        // prefix `//user:PW@host`: the password would be sent as a path on every request
+        // and shown in every log line. A path prefix never holds `@` or starts with `//`.
+        if prefix.contains('@') || prefix.starts_with("//") {
+            return Err(Error::config(format!(
+                "node URL {:?} has a path prefix that looks like a host or credentials; \
+                 is the scheme mistyped? write it as http(s)://[user:password@]host[:port][/prefix]",
+                redact_userinfo(trimmed)
+            )));
+        }
         let creds = if !url.username().is_empty() || url.password().is_some() {
             // Userinfo is percent-encoded (RFC 3986); `+` and `&` are literal characters
             // there, unlike in form encoding.
@@ -272,13 +300,17 @@ fn has_explicit_port(url: &str) -> bool {
     }
 }
 
-/// Removes `user:pass@` from a URL-ish string for error messages.
+/// The one redaction of URL-shaped text for display (errors, logs, `Debug`): anything
+/// credential-shaped — the text between the scheme's `://` (or the start, when there is
+/// none before it) and the last `@` — becomes `<redacted>`. Errs on the side of hiding:
+/// `h/a@b` loses `h/a`. A valid [`NodeAddr`] never needs it (its display has no
+/// userinfo, and a path prefix with `@` is rejected).
 pub(crate) fn redact_userinfo(s: &str) -> String {
-    match (s.find("://"), s.rfind('@')) {
-        (Some(i), Some(j)) if j > i => format!("{}://<redacted>@{}", &s[..i], &s[j + 1..]),
-        (None, Some(j)) => format!("<redacted>@{}", &s[j + 1..]),
-        _ => s.to_string(),
-    }
+    let Some(at) = s.rfind('@') else {
+        return s.to_string();
+    };
+    let start = s[..at].rfind("://").map_or(0, |i| i + 3);
+    format!("{}<redacted>@{}", &s[..start], &s[at + 1..])
 }
 
 #[cfg(test)]
@@ -332,6 +364,42 @@ mod tests {
         let e = NodeAddr::parse("http://u:hunter2@host:99999").unwrap_err();
         assert!(!e.to_string().contains("hunter2"), "{e}");
         assert!(NodeAddr::parse("http://h:9200/?q=1").is_err());
+    }
+
+    #[test]
+    fn a_scheme_typo_that_moves_credentials_into_the_path_is_rejected_without_echo() {
+        for typo in [
+            "https//user:hunter2@search.example:9200",
+            "http//user:hunter2@10.0.0.1",
+            "https:/user:hunter2@search.example",
+            "http://h:9200/x/user:hunter2@y",
+        ] {
+            let e = NodeAddr::parse(typo).unwrap_err();
+            let m = e.to_string();
+            assert!(!m.contains("hunter2"), "{typo}: {m}");
+            assert!(m.contains("scheme"), "{typo}: {m}");
+        }
+        // A legitimate prefix is still fine.
+        assert_eq!(
+            NodeAddr::parse("http://h:1/es/v1").unwrap().0.prefix(),
+            "/es/v1"
+        );
+    }
+
+    #[test]
+    fn redaction_hides_userinfo_wherever_the_scheme_separator_is() {
+        for (input, shown) in [
+            ("http://u:pw@h:1", "http://<redacted>@h:1"),
+            ("u:pw@h/x://y", "<redacted>@h/x://y"),
+            ("https//u:pw@h", "<redacted>@h"),
+            ("h:9200/a://b:pw@c", "h:9200/a://<redacted>@c"),
+            ("http://h:1", "http://h:1"),
+        ] {
+            assert_eq!(redact_userinfo(input), shown, "{input}");
+        }
+        // The config error for a scheme-less URL with `://` later on.
+        let e = NodeAddr::parse("u:hunter2@h:99999/x://y").unwrap_err();
+        assert!(!e.to_string().contains("hunter2"), "{e}");
     }
 
     #[test]

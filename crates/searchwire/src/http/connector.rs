@@ -69,7 +69,9 @@ pub(crate) struct ConnSettings {
     pub native_roots: bool,
 }
 
-type Https = hyper_rustls::HttpsConnector<HttpConnector>;
+/// TCP and TLS, bounded together by the connect timeout (`connect_timeout.rs`).
+type Https =
+    crate::http::connect_timeout::ConnectTimeout<hyper_rustls::HttpsConnector<HttpConnector>>;
 /// One node's keep-alive connections (not to be confused with the node pool, `nodes::pool::Pool`).
 type Connections = HyperClient<Https, Full<Bytes>>;
 
@@ -109,12 +111,14 @@ impl HyperConnector {
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);
-        http.set_connect_timeout(Some(settings.connect_timeout));
         let https = hyper_rustls::HttpsConnectorBuilder::new()
             .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
             .wrap_connector(http);
+        // The handshake belongs to connecting: one timeout for TCP and TLS together.
+        let https =
+            crate::http::connect_timeout::ConnectTimeout::new(https, settings.connect_timeout);
         Ok(HyperConnector { settings, https })
     }
 

@@ -1,4 +1,5 @@
 //! HTTP: node addresses and credentials, and the connector that sends one request.
 
 pub(crate) mod addr;
+pub(crate) mod connect_timeout;
 pub(crate) mod connector;

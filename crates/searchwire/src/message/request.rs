@@ -80,6 +80,11 @@ const READ_ONLY_POST_ENDPOINTS: &[&str] = &[
     "_rank_eval",
 ];
 
+/// Endpoints OpenSearch accepts with PUT that are not safe to deliver twice: a `_bulk`
+/// body (its `index` actions without ids write new documents, its `create`s fail) and a
+/// `_create` (the second delivery answers 409).
+const NON_IDEMPOTENT_PUT_ENDPOINTS: &[&str] = &["_bulk", "_create"];
+
 impl Request {
     /// A request with any method.
     pub fn new(method: Method, path: impl Into<String>) -> Request {
@@ -237,21 +242,45 @@ impl Request {
         self.body.as_ref()
     }
 
+    /// The path as it goes on the wire: without a `#fragment` (HTTP never sends one).
+    /// Idempotency is decided on this path too, so `POST /_bulk#/_search` is a bulk.
+    pub fn sent_path(&self) -> &str {
+        self.path.split('#').next().unwrap_or("")
+    }
+
     /// Whether the request may be sent again after an ambiguous failure (timeout, reset).
+    ///
+    /// Decided by the endpoint actually sent ([`sent_path`](Self::sent_path), segments
+    /// percent-decoded): GET, HEAD, DELETE and OPTIONS are idempotent; PUT is, except for
+    /// the endpoints OpenSearch also accepts with PUT that write anew on every delivery
+    /// or fail the second time (`_bulk`, `_create`, `op_type=create`); POST only for
+    /// read-only endpoints.
     pub fn is_idempotent(&self) -> bool {
         if let Some(v) = self.idempotent {
             return v;
         }
+        let (path, path_query) = match self.sent_path().split_once('?') {
+            Some((p, q)) => (p, q),
+            None => (self.sent_path(), ""),
+        };
+        let segments = || {
+            path.split('/')
+                .filter(|s| !s.is_empty())
+                .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy())
+        };
         match self.method {
-            Method::GET | Method::HEAD | Method::PUT | Method::DELETE | Method::OPTIONS => true,
-            Method::POST => self
-                .path
-                .split('?')
-                .next()
-                .unwrap_or("")
-                .split('/')
-                .rfind(|s| !s.is_empty())
-                .is_some_and(|last| READ_ONLY_POST_ENDPOINTS.contains(&last)),
+            Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS => true,
+            Method::PUT => {
+                let creates = path_query.split('&').any(|p| p == "op_type=create")
+                    || self
+                        .query
+                        .iter()
+                        .any(|(k, v)| k == "op_type" && v == "create");
+                !creates && !segments().any(|s| NON_IDEMPOTENT_PUT_ENDPOINTS.contains(&&*s))
+            }
+            Method::POST => segments()
+                .next_back()
+                .is_some_and(|last| READ_ONLY_POST_ENDPOINTS.contains(&&*last)),
             _ => false,
         }
     }
@@ -306,6 +335,28 @@ mod tests {
         assert!(Request::post("/i/_mget").is_idempotent());
         assert!(Request::post("/_bulk").idempotent(true).is_idempotent());
         assert!(!Request::get("/").idempotent(false).is_idempotent());
+    }
+
+    #[test]
+    fn idempotency_by_the_endpoint_actually_sent() {
+        // PUT endpoints that write anew (or fail) on a second delivery.
+        assert!(!Request::put("/_bulk").is_idempotent());
+        assert!(!Request::put("/logs/_bulk").is_idempotent());
+        assert!(!Request::put("/logs/_bulk?refresh=true").is_idempotent());
+        assert!(!Request::put("/logs/_create/1").is_idempotent());
+        assert!(!Request::post("/logs/_create/1").is_idempotent());
+        assert!(!Request::put("/logs/_doc/1?op_type=create").is_idempotent());
+        assert!(!Request::put("/logs/_doc/1")
+            .query("op_type", "create")
+            .is_idempotent());
+        assert!(!Request::put("/logs/%5Fbulk").is_idempotent());
+        assert!(Request::put("/logs/_doc/1?op_type=index").is_idempotent());
+        assert!(Request::put("/logs/_mapping").is_idempotent());
+        // A fragment never goes on the wire, so it never decides idempotency.
+        assert!(!Request::post("/_bulk#/_search").is_idempotent());
+        assert!(!Request::put("/_bulk#/_doc/1").is_idempotent());
+        assert_eq!(Request::post("/_bulk#/_search").sent_path(), "/_bulk");
+        assert!(Request::post("/i/_search#x").is_idempotent());
     }
 
     #[test]

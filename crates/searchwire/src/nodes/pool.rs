@@ -60,6 +60,10 @@ pub(crate) struct PoolNode {
     health: Mutex<NodeHealth>,
     /// Cluster-health capability and what health requests learned (version, health).
     capability: Mutex<NodeCapability>,
+    /// Set while a `Retry-After` this node sent is running (until `busy_until`): one
+    /// atomic load on the selection path when no node asked for a pause.
+    busy: AtomicBool,
+    busy_until: Mutex<Option<Instant>>,
 }
 
 impl PoolNode {
@@ -77,6 +81,8 @@ impl PoolNode {
                 ..NodeHealth::default()
             }),
             capability: Mutex::new(NodeCapability::default()),
+            busy: AtomicBool::new(false),
+            busy_until: Mutex::new(None),
         }
     }
 
@@ -105,6 +111,32 @@ impl PoolNode {
 
     pub(crate) fn health_mut(&self) -> MutexGuard<'_, NodeHealth> {
         lock(&self.health)
+    }
+
+    /// The node asked for a pause (`Retry-After`) until `until`: while another live node
+    /// is free, selection sends traffic there instead.
+    pub(crate) fn mark_busy_until(&self, until: Instant) {
+        let mut b = lock(&self.busy_until);
+        if b.is_none_or(|t| until > t) {
+            *b = Some(until);
+        }
+        self.busy.store(true, Ordering::Release);
+    }
+
+    /// Whether the node's `Retry-After` pause is still running at `now`.
+    pub(crate) fn is_busy(&self, now: Instant) -> bool {
+        if !self.busy.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut b = lock(&self.busy_until);
+        match *b {
+            Some(t) if t > now => true,
+            _ => {
+                *b = None;
+                self.busy.store(false, Ordering::Release);
+                false
+            }
+        }
     }
 
     /// The node's cluster-health capability state (never held across an `.await`).
@@ -277,12 +309,22 @@ impl Pool {
         // Every probe of the wheel takes its own cursor tick, so a skipped (dead or
         // already tried) node's share spreads over the others instead of all falling on
         // the node after it in the wheel.
+        // A node pausing after a `Retry-After` is used only when no other live node is
+        // free: first an untried free node, then a tried free one, then a pausing one.
+        let now = Instant::now();
         let mut fallback: Option<&Arc<PoolNode>> = None;
+        let mut busy_fallback: Option<&Arc<PoolNode>> = None;
         for _ in 0..len {
             let tick = self.cursor.fetch_add(1, Ordering::Relaxed);
             let idx = t.wheel[tick % len] as usize;
             let Some(n) = t.nodes.get(idx) else { continue };
             if !n.is_alive() {
+                continue;
+            }
+            if n.is_busy(now) {
+                if busy_fallback.is_none() {
+                    busy_fallback = Some(n);
+                }
                 continue;
             }
             if !tried.contains(&node_key(n)) {
@@ -292,7 +334,7 @@ impl Pool {
                 fallback = Some(n);
             }
         }
-        if let Some(n) = fallback {
+        if let Some(n) = fallback.or(busy_fallback) {
             return Some(Arc::clone(n));
         }
         // Every node is dead: the viable one due soonest, preferring one not yet tried.
@@ -321,6 +363,16 @@ impl Pool {
             }
         }
         best.map(|(_, _, n)| Arc::clone(n))
+    }
+
+    /// Whether a live node that is neither in `tried` nor pausing after a `Retry-After`
+    /// exists: then a retry goes there at once instead of waiting out the pause.
+    pub(crate) fn has_free_untried(&self, tried: &[usize], now: Instant) -> bool {
+        self.topology
+            .load()
+            .nodes
+            .iter()
+            .any(|n| n.is_alive() && !tried.contains(&node_key(n)) && !n.is_busy(now))
     }
 
     /// Computes the next resurrection delay for a node with `failures` consecutive

@@ -276,7 +276,16 @@ impl Client {
     /// be reached is marked dead and handed to its resurrection timer; one that answers —
     /// even with 401/403 — is alive.
     pub async fn check_all(&self) -> crate::HealthReport {
-        crate::health::report::check_all(&self.inner).await
+        crate::health::report::check_all(&self.inner, None).await
+    }
+
+    /// [`check_all`](Self::check_all) bounded by `limit` overall: when it passes, the
+    /// checks still running are cancelled and their nodes reported with
+    /// [`NodeReport::timed_out`](crate::NodeReport::timed_out) set (never dropped from the
+    /// report). A cancelled check changes nothing about its node (cancellation never
+    /// marks a node), so `alive` is what the client knew before.
+    pub async fn check_all_within(&self, limit: std::time::Duration) -> crate::HealthReport {
+        crate::health::report::check_all(&self.inner, Some(limit)).await
     }
 
     /// Convenience: `GET path`.

@@ -89,10 +89,11 @@ pub(super) fn final_error(
         (Some(raw), _) => (
             ErrorKind::Status,
             format!(
-                "node {} answered {} for {what}{}",
+                "node {} answered {} for {what}{}{}",
                 node.addr,
                 raw.status,
-                error_reason(&raw.body).map(|r| format!(": {r}")).unwrap_or_default()
+                error_reason(&raw.body).map(|r| format!(": {r}")).unwrap_or_default(),
+                conflict_after_ambiguity(raw.status, &attempts)
             ),
         ),
         (None, OutcomeKind::TooLarge) => (
@@ -141,4 +142,25 @@ pub(super) fn final_error(
         });
     }
     err
+}
+
+/// A 409 after an earlier attempt of the same request ended ambiguously (reset, attempt
+/// timeout, 502/503/504): the conflict may be with the earlier attempt's own write, so the
+/// caller is told so rather than shown a plain conflict. Still an error (`ErrorKind::Status`,
+/// 409, the response kept): only the caller knows whether the document is its own.
+fn conflict_after_ambiguity(status: http::StatusCode, attempts: &[Attempt]) -> String {
+    let earlier = attempts.split_last().map(|(_, e)| e).unwrap_or_default();
+    match earlier.iter().rfind(|a| {
+        matches!(
+            a.outcome,
+            OutcomeKind::Reset | OutcomeKind::Timeout | OutcomeKind::Gateway
+        )
+    }) {
+        Some(a) if status == http::StatusCode::CONFLICT => format!(
+            " — attempt {} of this request ended ambiguously ({}), so an earlier attempt may have written it: the conflict may be with this request's own write; check the document before treating it as a failure",
+            a.number,
+            a.outcome_label()
+        ),
+        _ => String::new(),
+    }
 }

@@ -66,7 +66,7 @@ pub(super) fn build_http(
     node: &NodeAddr,
     query: &str,
 ) -> Result<http::Request<Full<Bytes>>, Error> {
-    let uri = node.uri(&request.path, query)?;
+    let uri = node.uri(request.sent_path(), query)?;
     let mut headers = inner.headers.clone();
     for (k, v) in request.headers.iter() {
         headers.insert(k, v.clone());
@@ -213,8 +213,11 @@ pub(super) async fn execute(
                     detail: result.detail,
                     source: result.source,
                 };
+                let seen = (number as usize).min(tried.len());
+                let elsewhere = inner.pool.has_free_untried(&tried[..seen], Instant::now());
                 let (delay, probe) = match plan_retry(
                     inner, request, request_id, &node, &result, number, deadline, &mut plan,
+                    elsewhere,
                 ) {
                     Ok(next) => next,
                     Err((why, note)) => {
@@ -381,6 +384,7 @@ fn plan_retry<'a>(
     number: u32,
     deadline: Option<Instant>,
     plan: &mut RetryState,
+    elsewhere: bool,
 ) -> Result<(Duration, Option<ProbeSlot<'a>>), (NoRetry, Option<String>)> {
     let status = result.raw.as_ref().map(|r| r.status);
     let class_done = plan
@@ -404,9 +408,15 @@ fn plan_retry<'a>(
         result.raw.as_ref().map(|r| &r.headers),
         (inner.wall_clock)(),
     );
+    // A `Retry-After` pauses that node, not the request: the node gets no traffic while
+    // another is free, and a retry that can go to a free untried node goes there after
+    // the ordinary backoff instead of waiting the pause out.
+    if let Some(until) = hint.and_then(|h| now.checked_add(h)) {
+        node.mark_busy_until(until);
+    }
     let delay = match hint {
-        Some(h) => Delay::Hint(h),
-        None => {
+        Some(h) if !elsewhere => Delay::Hint(h),
+        _ => {
             let base = {
                 let mut rng = lock(&inner.rng);
                 match inner

@@ -120,6 +120,47 @@ async fn retry_after_seconds_and_http_date_are_honoured_and_capped() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_retry_after_steers_traffic_to_another_node_instead_of_stalling_the_request() {
+    let c = Scripted::default();
+    let cl = client(2, &c, |b| b);
+    let first = cl.inner.pool.topology().nodes[0].addr.port();
+    let other = 3 - first;
+    c.push(first, Step::StatusWith(429, "retry-after", "30".into()));
+    let t0 = Instant::now();
+    let r = cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(c.ports(), vec![first, other]);
+    assert_eq!(
+        r.attempts()[0].backoff,
+        ms(100),
+        "the ordinary backoff, not 30 s"
+    );
+    assert_eq!(Instant::now() - t0, ms(100));
+    // While its pause runs, the node that asked for it gets no traffic.
+    for _ in 0..4 {
+        cl.send(Request::get("/")).await.unwrap();
+    }
+    assert!(
+        c.ports()[2..].iter().all(|&p| p == other),
+        "{:?}",
+        c.ports()
+    );
+    // After it, both nodes share the traffic again.
+    tokio::time::advance(Duration::from_secs(30)).await;
+    for _ in 0..2 {
+        cl.send(Request::get("/")).await.unwrap();
+    }
+    let mut last: Vec<u16> = c.ports()[6..].to_vec();
+    last.sort();
+    assert_eq!(last, vec![1, 2]);
+    // With no other node free, the request waits the pause out as before.
+    let c = Scripted::default();
+    let cl = client(1, &c, |b| b);
+    c.push(1, Step::StatusWith(429, "retry-after", "3".into()));
+    let r = cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(r.attempts()[0].backoff, Duration::from_secs(3));
+}
+
+#[tokio::test(start_paused = true)]
 async fn an_attempt_timeout_marks_the_node_dead_drops_its_connections_and_fails_over() {
     let c = Scripted::default();
     let cl = client(2, &c, |b| b.attempt_timeout(ms(250)));
@@ -267,6 +308,61 @@ async fn post_is_retried_after_a_connect_failure_or_429_but_never_after_a_timeou
             .unwrap();
         assert_eq!(c2.log().len(), 2, "{step:?}: _search is idempotent");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn put_bulk_put_create_and_a_fragment_bulk_are_not_repeated_after_a_reset() {
+    for path in [
+        "/_bulk",
+        "/logs/_bulk",
+        "/logs/_create/1",
+        "/_bulk#/_search",
+    ] {
+        for method in [http::Method::PUT, http::Method::POST] {
+            let c = Scripted::default();
+            c.push(1, Step::Reset);
+            let cl = client(1, &c, |b| b);
+            let e = cl
+                .send(Request::new(method.clone(), path).body("{}"))
+                .await
+                .unwrap_err();
+            assert_eq!(c.log().len(), 1, "{method} {path} must not be repeated");
+            assert!(e.to_string().contains("not idempotent"), "{e}");
+        }
+    }
+    // The fragment never reaches the wire.
+    let c = Scripted::default();
+    let cl = client(1, &c, |b| b);
+    cl.send(Request::post("/i/_search#frag").body("{}"))
+        .await
+        .unwrap();
+    assert_eq!(c.targets(1), vec!["/i/_search".to_string()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_409_after_an_ambiguous_attempt_says_the_earlier_attempt_may_have_written() {
+    let c = Scripted::default();
+    c.push(1, Step::Reset);
+    c.push(1, Step::Body(409, r#"{"error":{"type":"version_conflict_engine_exception","reason":"[1]: version conflict, document already exists"},"status":409}"#.into()));
+    let cl = client(1, &c, |b| b);
+    let e = cl
+        .send(Request::put("/i/_create/1").body("{}").idempotent(true))
+        .await
+        .unwrap_err();
+    assert_eq!(e.status(), Some(StatusCode::CONFLICT));
+    assert_eq!(e.kind(), ErrorKind::Status);
+    let m = e.to_string();
+    assert!(m.contains("earlier attempt"), "{m}");
+    assert!(m.contains("may have written"), "{m}");
+    // A plain conflict (no ambiguous attempt before it) is reported as a conflict.
+    let c = Scripted::default();
+    c.push(1, Step::Status(409));
+    let cl = client(1, &c, |b| b);
+    let e = cl
+        .send(Request::put("/i/_create/1").body("{}"))
+        .await
+        .unwrap_err();
+    assert!(!e.to_string().contains("earlier attempt"), "{e}");
 }
 
 #[tokio::test(start_paused = true)]
