@@ -260,6 +260,34 @@ async fn attempt_timeout_then_failover_succeeds() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_request_on_a_live_node_exits_3_and_says_how_to_wait_longer() {
+    // The node holds `/_cluster/health` open but answers `GET /` (the liveness check).
+    let c = cluster(2).await;
+    for i in 0..2 {
+        c.node(i)
+            .on(Match::Path("/_cluster/health".into()), Behavior::Hang);
+    }
+    let out = run(&[
+        "request",
+        "GET",
+        "/_cluster/health",
+        "--url",
+        &urls(&c),
+        "--attempt-timeout",
+        "200ms",
+        "--trace-attempts",
+    ])
+    .await;
+    assert_eq!(code(&out), 3, "stderr: {}", stderr(&out));
+    let line = error_line(&out);
+    assert!(line.contains("is alive"), "{line}");
+    assert!(line.contains("--attempt-timeout"), "{line}");
+    let lines = trace_lines(&stderr(&out));
+    let outcomes: Vec<&str> = lines.iter().filter_map(|l| l["outcome"].as_str()).collect();
+    assert_eq!(outcomes, ["timeout"], "not repeated on the other node");
+}
+
 // ---- request: usage errors ---------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
