@@ -11,8 +11,8 @@
 //!    idempotency), and is a retry left (the class rule's limit, else `max_retries`)?
 //! 2. **breaker** — the cluster breaker's admission of the next attempt. An open breaker,
 //!    or a half-open one with no probe slot free, refuses now, before any backoff is slept.
-//! 3. **delay** — `Retry-After` when the server sent one, else the backoff stretched by the
-//!    load multiplier.
+//! 3. **delay** — `Retry-After` when the server sent one (under a class rule, the rule's
+//!    curve grown from it, never below it), else the backoff stretched by the load multiplier.
 //! 4. **deadline** — a backoff that would end at or after the deadline is not started.
 //! 5. **budget** — the retry budget must afford one retry; checked last, so a retry that
 //!    another rule forbids never spends budget.
@@ -41,7 +41,8 @@ pub(crate) enum Gate {
 /// How long to wait before the retry, before the deadline is considered.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Delay {
-    /// The server's `Retry-After` (already capped): waited exactly, never stretched.
+    /// A wait the server set with `Retry-After` (already capped) — exactly, or, under a
+    /// class rule, grown from it and never below it: never stretched by the load multiplier.
     Hint(Duration),
     /// The backoff (the class rule's or the client's, with its random part already drawn),
     /// stretched by the load `multiplier` (1.0 when the adaptive jitter is off).

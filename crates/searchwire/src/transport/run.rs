@@ -498,7 +498,13 @@ fn plan_retry<'a>(
         (inner.wall_clock)(),
     );
     let delay = match hint {
-        Some(h) => Delay::Hint(h),
+        // A class rule grows from the server's wait, never going below it.
+        Some(h) => Delay::Hint(
+            inner
+                .class_backoff
+                .delay_after(result.kind, class_done + 1, Some(h), &mut lock(&inner.rng))
+                .unwrap_or(h),
+        ),
         None => {
             let base = {
                 let mut rng = lock(&inner.rng);
