@@ -146,6 +146,9 @@ fn build_client(a: &RequestArgs, auth: Auth) -> Result<Client, String> {
     if a.no_retry_budget {
         b = b.no_retry_budget();
     }
+    if a.no_adaptive_jitter {
+        b = b.no_adaptive_jitter();
+    }
     if a.no_circuit_breaker {
         b = b.no_circuit_breaker();
     }

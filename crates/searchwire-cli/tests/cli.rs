@@ -288,6 +288,40 @@ async fn a_slow_request_on_a_live_node_exits_3_and_says_how_to_wait_longer() {
     assert_eq!(outcomes, ["timeout"], "not repeated on the other node");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_adaptive_jitter_waits_the_backoff_exactly() {
+    // From the 4th retry in 5 minutes the adaptive jitter stretches a backoff x1.8; the
+    // switch keeps the user's backoff as computed.
+    for (switch, expected) in [
+        (None, [20.0, 20.0, 20.0, 36.0, 0.0]),
+        (Some("--no-adaptive-jitter"), [20.0, 20.0, 20.0, 20.0, 0.0]),
+    ] {
+        let c = cluster(1).await;
+        c.node(0).on(Match::Any, Behavior::status(503));
+        let url = urls(&c);
+        let mut args = vec![
+            "request",
+            "GET",
+            "/",
+            "--url",
+            &url,
+            "--backoff",
+            "const:20ms",
+            "--max-retries",
+            "4",
+            "--trace-attempts",
+        ];
+        args.extend(switch);
+        let out = run(&args).await;
+        assert_eq!(code(&out), 1, "stderr: {}", stderr(&out));
+        let backoffs: Vec<f64> = trace_lines(&stderr(&out))
+            .iter()
+            .filter_map(|l| l["backoff_ms"].as_f64())
+            .collect();
+        assert_eq!(backoffs, expected, "{switch:?}");
+    }
+}
+
 // ---- request: usage errors ---------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

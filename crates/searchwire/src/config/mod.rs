@@ -480,6 +480,14 @@ impl ClientBuilder {
         self
     }
 
+    /// Switches the adaptive jitter off: every backoff is waited as the backoff policy
+    /// computes it, however often this client retries (the same as
+    /// `adaptive_jitter(AdaptiveJitter::off())`). Use it when your own backoff function must
+    /// be followed exactly.
+    pub fn no_adaptive_jitter(self) -> ClientBuilder {
+        self.adaptive_jitter(AdaptiveJitter::off())
+    }
+
     /// The cluster circuit breaker (default: on; see [`BreakerConfig`](crate::BreakerConfig)).
     pub fn circuit_breaker(mut self, cfg: BreakerConfig) -> ClientBuilder {
         self.breaker = Some(cfg);
