@@ -109,6 +109,22 @@ pub struct ConnectArgs {
         help = "Trust the CA certificate(s) in this PEM file (in addition to the system roots)"
     )]
     pub ca_cert: Option<PathBuf>,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "client_key",
+        help = "Mutual TLS: present the client certificate in this PEM file (with --client-key)"
+    )]
+    pub client_cert: Option<PathBuf>,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "client_cert",
+        help = "Mutual TLS: the private key (PEM) of --client-cert"
+    )]
+    pub client_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

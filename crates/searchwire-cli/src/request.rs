@@ -32,6 +32,13 @@ pub fn connect(conn: &ConnectArgs, auth: Auth) -> Result<searchwire::ClientBuild
             .map_err(|e| format!("cannot read --ca-cert file {}: {e}", path.display()))?;
         b = b.ca_certificate_pem(pem);
     }
+    if let (Some(cert), Some(key)) = (&conn.client_cert, &conn.client_key) {
+        let read = |flag: &str, path: &std::path::Path| {
+            std::fs::read(path)
+                .map_err(|e| format!("cannot read {flag} file {}: {e}", path.display()))
+        };
+        b = b.client_certificate_pem(read("--client-cert", cert)?, read("--client-key", key)?);
+    }
     Ok(b)
 }
 

@@ -322,6 +322,30 @@ async fn no_adaptive_jitter_waits_the_backoff_exactly() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_cert_needs_its_key_and_readable_files() {
+    let base = ["request", "GET", "/", "--url", "https://127.0.0.1:1"];
+    let mut alone = base.to_vec();
+    alone.extend(["--client-cert", "/nonexistent/cert.pem"]);
+    let out = run(&alone).await;
+    assert_eq!(code(&out), 2, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("--client-key"), "{}", stderr(&out));
+    let mut both = base.to_vec();
+    both.extend([
+        "--client-cert",
+        "/nonexistent/cert.pem",
+        "--client-key",
+        "/nonexistent/key.pem",
+    ]);
+    let out = run(&both).await;
+    assert_eq!(code(&out), 2, "stderr: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot read --client-cert file"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 // ---- request: usage errors ---------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
