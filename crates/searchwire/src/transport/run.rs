@@ -533,9 +533,13 @@ fn plan_retry<'a>(
         delay,
         deadline_remaining: deadline.map(|d| d.saturating_duration_since(now)),
         budget_affords: inner.budget.as_ref().map(|b| b.affords(now)),
+        server_paced: result.kind == OutcomeKind::Throttled
+            && hint.is_some_and(|h| h >= crate::policy::plan::SERVER_PACED_MIN),
     };
     let mut decision = crate::policy::plan::plan(&inner.retry, &facts);
-    if let (Decision::Retry { .. }, Some(budget)) = (decision, &inner.budget) {
+    if let (Decision::Retry { .. }, Some(budget), true) =
+        (decision, &inner.budget, facts.charged_to_budget())
+    {
         // Another request may have taken the last retry since the balance was read.
         if !budget.withdraw(now) {
             decision = Decision::Stop(Stop::Budget);

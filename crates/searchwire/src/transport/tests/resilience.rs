@@ -88,6 +88,32 @@ async fn a_denied_retry_fails_with_the_last_outcome_and_says_why() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_429_with_retry_after_is_paced_by_the_server_not_the_budget() {
+    // An empty budget (ratio 0, no floor) refuses every retry it is asked to pay for.
+    let empty = || RetryBudget {
+        ratio: 0.0,
+        min_per_sec: 0,
+        window: Duration::from_secs(10),
+    };
+    let c = Scripted::default();
+    c.push(1, Step::StatusWith(429, "retry-after", "1".into()));
+    c.push(1, Step::StatusWith(429, "retry-after", "1".into()));
+    let cl = client(1, &c, |b| b.retry_budget(empty()));
+    let t0 = Instant::now();
+    let r = cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(send_times(&c, t0), vec![ms(0), ms(1000), ms(2000)]);
+    // Not charged either: a 429 without Retry-After right after is still refused, and a
+    // 503 (an outage) is charged as before.
+    for step in [Step::Status(429), Step::Status(503)] {
+        c.push(1, step.clone());
+        let e = cl.send(Request::get("/")).await.unwrap_err();
+        assert_eq!(e.attempts().len(), 1, "{step:?}");
+        assert!(e.to_string().contains("retry budget is exhausted"), "{e}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_floor_comes_back_after_the_window() {
     let c = Scripted::default();
     c.default_step(1, Step::Status(503));
