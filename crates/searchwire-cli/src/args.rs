@@ -112,6 +112,22 @@ pub struct ConnectArgs {
         help = "Trust the CA certificate(s) in this PEM file (in addition to the system roots)"
     )]
     pub ca_cert: Option<PathBuf>,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "client_key",
+        help = "Mutual TLS: present the client certificate in this PEM file (with --client-key)"
+    )]
+    pub client_cert: Option<PathBuf>,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "client_cert",
+        help = "Mutual TLS: the private key (PEM) of --client-cert"
+    )]
+    pub client_key: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -277,9 +293,13 @@ pub struct RequestArgs {
     #[arg(long, help = breaker_help())]
     pub no_circuit_breaker: bool,
 
+    #[arg(long, help = adaptive_jitter_help())]
+    pub no_adaptive_jitter: bool,
+
     #[arg(
         long,
-        help = "Back off per error class with the reference table (429: 100ms x1.5, 5 \
+        help = "Back off per error class with the reference table (429: Retry-After, else \
+                100ms, x1.5, never below Retry-After, 5 \
                 retries; 502/503/504: 500ms x2, 3 retries; reset/connect/timeout: 200ms x1.8, \
                 4 retries; cap 30s; jitter 0.8-1.2) [default: one curve, --backoff]"
     )]
@@ -456,6 +476,18 @@ fn retry_budget_help() -> String {
          {}/s]",
         (defaults::RETRY_BUDGET_RATIO * 100.0).round(),
         defaults::RETRY_BUDGET_MIN_PER_SEC
+    )
+}
+
+fn adaptive_jitter_help() -> String {
+    format!(
+        "Wait every backoff exactly as --backoff computes it [default: backoffs (never \
+         Retry-After) are stretched x{} once this process made {} retries in {}, x{} from {}]",
+        defaults::ADAPTIVE_JITTER_MID,
+        defaults::ADAPTIVE_JITTER_MID_THRESHOLD,
+        format_duration(defaults::ADAPTIVE_JITTER_WINDOW),
+        defaults::ADAPTIVE_JITTER_HIGH,
+        defaults::ADAPTIVE_JITTER_HIGH_THRESHOLD
     )
 }
 

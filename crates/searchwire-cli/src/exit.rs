@@ -8,7 +8,8 @@ pub const SUCCESS: u8 = 0;
 pub const HTTP_ERROR: u8 = 1;
 /// Usage or configuration error (clap errors too, via clap's own exit code 2).
 pub const USAGE: u8 = 2;
-/// The request's deadline expired.
+/// The request timed out: its deadline expired, or an attempt timed out on a node that is
+/// alive (the request is slow; give it a longer `--attempt-timeout`).
 pub const DEADLINE: u8 = 3;
 /// No node could be reached, the connection to the node broke mid-exchange, or the circuit
 /// breaker refused the request without trying.
@@ -21,7 +22,7 @@ pub fn for_error(kind: ErrorKind) -> u8 {
     match kind {
         ErrorKind::Status | ErrorKind::Throttled => HTTP_ERROR,
         ErrorKind::Config | ErrorKind::InvalidRequest => USAGE,
-        ErrorKind::DeadlineExceeded => DEADLINE,
+        ErrorKind::DeadlineExceeded | ErrorKind::AttemptTimeout => DEADLINE,
         ErrorKind::NoNodeReachable | ErrorKind::ConnectionLost | ErrorKind::CircuitOpen => NO_NODE,
         ErrorKind::Auth => AUTH,
         // `ErrorKind` is non-exhaustive: a kind added later is a failure, never success.
@@ -40,6 +41,7 @@ mod tests {
         assert_eq!(for_error(ErrorKind::Config), 2);
         assert_eq!(for_error(ErrorKind::InvalidRequest), 2);
         assert_eq!(for_error(ErrorKind::DeadlineExceeded), 3);
+        assert_eq!(for_error(ErrorKind::AttemptTimeout), 3);
         assert_eq!(for_error(ErrorKind::NoNodeReachable), 4);
         assert_eq!(for_error(ErrorKind::Auth), 5);
     }

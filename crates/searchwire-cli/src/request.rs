@@ -32,6 +32,13 @@ pub fn connect(conn: &ConnectArgs, auth: Auth) -> Result<searchwire::ClientBuild
             .map_err(|e| format!("cannot read --ca-cert file {}: {e}", path.display()))?;
         b = b.ca_certificate_pem(pem);
     }
+    if let (Some(cert), Some(key)) = (&conn.client_cert, &conn.client_key) {
+        let read = |flag: &str, path: &std::path::Path| {
+            std::fs::read(path)
+                .map_err(|e| format!("cannot read {flag} file {}: {e}", path.display()))
+        };
+        b = b.client_certificate_pem(read("--client-cert", cert)?, read("--client-key", key)?);
+    }
     Ok(b)
 }
 
@@ -145,6 +152,9 @@ fn build_client(a: &RequestArgs, auth: Auth) -> Result<Client, String> {
     }
     if a.no_retry_budget {
         b = b.no_retry_budget();
+    }
+    if a.no_adaptive_jitter {
+        b = b.no_adaptive_jitter();
     }
     if a.no_circuit_breaker {
         b = b.no_circuit_breaker();

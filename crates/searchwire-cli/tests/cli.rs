@@ -260,6 +260,92 @@ async fn attempt_timeout_then_failover_succeeds() {
     }
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_request_on_a_live_node_exits_3_and_says_how_to_wait_longer() {
+    // The node holds `/_cluster/health` open but answers `GET /` (the liveness check).
+    let c = cluster(2).await;
+    for i in 0..2 {
+        c.node(i)
+            .on(Match::Path("/_cluster/health".into()), Behavior::Hang);
+    }
+    let out = run(&[
+        "request",
+        "GET",
+        "/_cluster/health",
+        "--url",
+        &urls(&c),
+        "--attempt-timeout",
+        "200ms",
+        "--trace-attempts",
+    ])
+    .await;
+    assert_eq!(code(&out), 3, "stderr: {}", stderr(&out));
+    let line = error_line(&out);
+    assert!(line.contains("is alive"), "{line}");
+    assert!(line.contains("--attempt-timeout"), "{line}");
+    let lines = trace_lines(&stderr(&out));
+    let outcomes: Vec<&str> = lines.iter().filter_map(|l| l["outcome"].as_str()).collect();
+    assert_eq!(outcomes, ["timeout"], "not repeated on the other node");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_adaptive_jitter_waits_the_backoff_exactly() {
+    // From the 4th retry in 5 minutes the adaptive jitter stretches a backoff x1.8; the
+    // switch keeps the user's backoff as computed.
+    for (switch, expected) in [
+        (None, [20.0, 20.0, 20.0, 36.0, 0.0]),
+        (Some("--no-adaptive-jitter"), [20.0, 20.0, 20.0, 20.0, 0.0]),
+    ] {
+        let c = cluster(1).await;
+        c.node(0).on(Match::Any, Behavior::status(503));
+        let url = urls(&c);
+        let mut args = vec![
+            "request",
+            "GET",
+            "/",
+            "--url",
+            &url,
+            "--backoff",
+            "const:20ms",
+            "--max-retries",
+            "4",
+            "--trace-attempts",
+        ];
+        args.extend(switch);
+        let out = run(&args).await;
+        assert_eq!(code(&out), 1, "stderr: {}", stderr(&out));
+        let backoffs: Vec<f64> = trace_lines(&stderr(&out))
+            .iter()
+            .filter_map(|l| l["backoff_ms"].as_f64())
+            .collect();
+        assert_eq!(backoffs, expected, "{switch:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_cert_needs_its_key_and_readable_files() {
+    let base = ["request", "GET", "/", "--url", "https://127.0.0.1:1"];
+    let mut alone = base.to_vec();
+    alone.extend(["--client-cert", "/nonexistent/cert.pem"]);
+    let out = run(&alone).await;
+    assert_eq!(code(&out), 2, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("--client-key"), "{}", stderr(&out));
+    let mut both = base.to_vec();
+    both.extend([
+        "--client-cert",
+        "/nonexistent/cert.pem",
+        "--client-key",
+        "/nonexistent/key.pem",
+    ]);
+    let out = run(&both).await;
+    assert_eq!(code(&out), 2, "stderr: {}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot read --client-cert file"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 // ---- request: usage errors ---------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -20,6 +20,12 @@ pub const RETRY_ON_STATUS: [u16; 4] = [502, 503, 504, 429];
 /// with a deadline.
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Timeout of the liveness check (`GET /`) that decides whether a node whose attempt timed
+/// out is dead or the request merely slow: 2 s (never more than the attempt timeout). A
+/// node that cannot answer `GET /` in 2 s right after a timeout is hung; one that does is
+/// alive and keeps its traffic.
+pub const LIVENESS_CHECK_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// TCP (and TLS) connect timeout: 5 s. A SYN that is not answered in 5 s is a dead path;
 /// classifying it as a connect failure (request never sent) lets even a POST move on to
 /// another node.
@@ -261,7 +267,7 @@ pub fn table() -> Vec<DefaultEntry> {
         DefaultEntry {
             setting: "attempt_timeout",
             value: d(ATTEMPT_TIMEOUT),
-            why: "no attempt hangs forever on a stalled connection; generous for bulk",
+            why: "no attempt hangs forever on a stalled connection; generous for bulk. A timed-out node is only suspect: it is marked dead when it also fails GET / within min(2s, attempt timeout), else the slow request fails and the node keeps its traffic",
         },
         DefaultEntry {
             setting: "connect_timeout",

@@ -97,3 +97,12 @@ fn bulk_rejections_from_a_tiny_write_pool_reach_the_client() {
         },
     );
 }
+
+#[test]
+fn a_request_the_server_holds_open_times_out_without_ejecting_the_node() {
+    run(
+        &OPENSEARCH,
+        "a_request_the_server_holds_open_times_out_without_ejecting_the_node",
+        |c| async move { real::slow_request_keeps_the_node_alive(&c).await },
+    );
+}

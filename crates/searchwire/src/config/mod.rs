@@ -56,6 +56,7 @@ pub struct ClientBuilder {
     pub(crate) credentials: Option<Credentials>,
     pub(crate) headers: Vec<(String, String)>,
     pub(crate) ca_pem: Vec<Vec<u8>>,
+    pub(crate) client_identity: Option<crate::http::connector::ClientIdentityPem>,
     pub(crate) native_roots: bool,
     pub(crate) retry: RetryPolicy,
     pub(crate) backoff: Backoff,
@@ -91,6 +92,7 @@ impl Default for ClientBuilder {
             credentials: None,
             headers: Vec::new(),
             ca_pem: Vec::new(),
+            client_identity: None,
             native_roots: true,
             retry: RetryPolicy::default(),
             backoff: Backoff::default(),
@@ -198,6 +200,23 @@ impl ClientBuilder {
     /// operating system's roots.
     pub fn ca_certificate_pem(mut self, pem: impl Into<Vec<u8>>) -> ClientBuilder {
         self.ca_pem.push(pem.into());
+        self
+    }
+
+    /// Mutual TLS: presents this client certificate (PEM, optionally followed by its
+    /// intermediates) and its private key (PEM: PKCS#8, PKCS#1 or SEC1) to https nodes
+    /// that ask for one. Every request uses it, background ones (health checks, probes,
+    /// discovery) included. `build()` fails when either PEM cannot be parsed or the two do
+    /// not belong together. The key is never shown in `Debug` or errors.
+    pub fn client_certificate_pem(
+        mut self,
+        cert: impl Into<Vec<u8>>,
+        key: impl Into<Vec<u8>>,
+    ) -> ClientBuilder {
+        self.client_identity = Some(crate::http::connector::ClientIdentityPem {
+            cert: cert.into(),
+            key: key.into(),
+        });
         self
     }
 
@@ -486,6 +505,14 @@ impl ClientBuilder {
     pub fn adaptive_jitter(mut self, table: AdaptiveJitter) -> ClientBuilder {
         self.adaptive_jitter = table;
         self
+    }
+
+    /// Switches the adaptive jitter off: every backoff is waited as the backoff policy
+    /// computes it, however often this client retries (the same as
+    /// `adaptive_jitter(AdaptiveJitter::off())`). Use it when your own backoff function must
+    /// be followed exactly.
+    pub fn no_adaptive_jitter(self) -> ClientBuilder {
+        self.adaptive_jitter(AdaptiveJitter::off())
     }
 
     /// The cluster circuit breaker (default: on; see [`BreakerConfig`](crate::BreakerConfig)).

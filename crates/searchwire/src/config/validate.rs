@@ -139,6 +139,9 @@ impl ClientBuilder {
                 ));
             }
         }
+        if let Some(identity) = &self.client_identity {
+            identity.parse()?;
+        }
         Ok((self, addrs, headers, roots))
     }
 }

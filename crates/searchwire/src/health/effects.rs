@@ -160,6 +160,13 @@ pub(crate) fn apply_attempt(
     }
 }
 
+/// A user request's attempt timed out on `node`, and the node then answered its liveness
+/// check: it is alive and keeps its state (the request was slow, not the node). Only the
+/// node's pooled connections are dropped, as after every timeout.
+pub(crate) fn apply_slow_attempt(inner: &Arc<Inner>, node: &Arc<PoolNode>) {
+    inner.connector.after(&node.addr, OutcomeKind::Timeout);
+}
+
 /// A node was marked dead: announced, handed to its resurrection timer, and (when so
 /// configured) a discovery round triggered.
 fn node_died(inner: &Arc<Inner>, node: &Arc<PoolNode>, reason: &str) {

@@ -67,6 +67,55 @@ pub(crate) struct ConnSettings {
     pub extra_roots: Vec<rustls::pki_types::CertificateDer<'static>>,
     /// Trust the operating system's roots too.
     pub native_roots: bool,
+    /// The client certificate and key presented for mutual TLS (validated at `build`).
+    pub client_identity: Option<ClientIdentityPem>,
+}
+
+/// A client certificate chain and its private key, PEM, for mutual TLS. Its `Debug` never
+/// shows the key.
+#[derive(Clone)]
+pub(crate) struct ClientIdentityPem {
+    pub cert: Vec<u8>,
+    pub key: Vec<u8>,
+}
+
+impl std::fmt::Debug for ClientIdentityPem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientIdentityPem")
+            .field("cert_bytes", &self.cert.len())
+            .field("key", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The certificate chain and key of a [`ClientIdentityPem`], parsed; the error says which
+/// part is wrong and what to pass.
+pub(crate) type ClientIdentity = (
+    Vec<rustls::pki_types::CertificateDer<'static>>,
+    rustls::pki_types::PrivateKeyDer<'static>,
+);
+
+impl ClientIdentityPem {
+    /// Parses the certificate chain (at least one CERTIFICATE block) and the private key
+    /// (PKCS#8, PKCS#1 or SEC1 PEM).
+    pub(crate) fn parse(&self) -> Result<ClientIdentity, Error> {
+        use rustls::pki_types::pem::PemObject;
+        let chain = rustls::pki_types::CertificateDer::pem_slice_iter(&self.cert)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| Error::config(format!("client certificate PEM is malformed: {e}")))?;
+        if chain.is_empty() {
+            return Err(Error::config(
+                "client certificate PEM contains no CERTIFICATE block; pass the client's certificate file (PEM)",
+            ));
+        }
+        // The key's own parse error is not shown: it could quote key material.
+        let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(&self.key).map_err(|_| {
+            Error::config(
+                "client key PEM contains no usable private key (PKCS#8, PKCS#1 or SEC1 PEM block); pass the key file that belongs to the client certificate",
+            )
+        })?;
+        Ok((chain, key))
+    }
 }
 
 /// TCP and TLS, bounded together by the connect timeout (`connect_timeout.rs`).
@@ -106,8 +155,18 @@ impl HyperConnector {
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .map_err(|e| Error::config(format!("TLS setup failed: {e}")))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .with_root_certificates(roots);
+        let tls = match &settings.client_identity {
+            None => tls.with_no_client_auth(),
+            Some(pem) => {
+                let (chain, key) = pem.parse()?;
+                tls.with_client_auth_cert(chain, key).map_err(|e| {
+                    Error::config(format!(
+                        "the client certificate and key cannot be used together: {e}"
+                    ))
+                })?
+            }
+        };
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_nodelay(true);

@@ -50,6 +50,11 @@ pub enum ErrorKind {
     /// The cluster circuit breaker is open: the request was refused without any
     /// network traffic.
     CircuitOpen,
+    /// An attempt timed out on a node that then answered a short liveness check (`GET /`):
+    /// the node is alive and was not marked dead, the request itself is slow. It is not
+    /// retried on another node (it would be as slow there); give it a longer attempt
+    /// timeout ([`Request::attempt_timeout`](crate::Request::attempt_timeout)).
+    AttemptTimeout,
     /// The response body exceeded `ClientBuilder::max_response_bytes`.
     ResponseTooLarge,
     /// The node was reached, but the connection broke mid-exchange (reset, EOF, a
@@ -72,6 +77,7 @@ impl ErrorKind {
             ErrorKind::NoNodeReachable => "no_node_reachable",
             ErrorKind::DeadlineExceeded => "deadline_exceeded",
             ErrorKind::CircuitOpen => "circuit_open",
+            ErrorKind::AttemptTimeout => "attempt_timeout",
             ErrorKind::ResponseTooLarge => "response_too_large",
             ErrorKind::ConnectionLost => "connection_lost",
             ErrorKind::Decode => "decode",
@@ -213,6 +219,7 @@ impl Error {
             | ErrorKind::NoNodeReachable
             | ErrorKind::ConnectionLost
             | ErrorKind::DeadlineExceeded
+            | ErrorKind::AttemptTimeout
             | ErrorKind::CircuitOpen => true,
             ErrorKind::Status => matches!(
                 self.inner.last_outcome,
@@ -222,7 +229,8 @@ impl Error {
     }
 
     /// Whether the failure was a timeout: the overall deadline, or an attempt timeout on
-    /// the last attempt.
+    /// the last attempt (on a node confirmed alive — [`ErrorKind::AttemptTimeout`] — or
+    /// not).
     pub fn is_timeout(&self) -> bool {
         self.inner.kind == ErrorKind::DeadlineExceeded
             || self.inner.last_outcome == Some(OutcomeKind::Timeout)

@@ -19,8 +19,14 @@
 //! counted per class, so a request that sees both 429s and 503s may retry up to the sum of
 //! both limits; the client's retry budget and the request's deadline still bound it.
 //!
-//! **`Retry-After`** always wins over a rule on a 429 or 503, capped by `retry_after_cap`
-//! and by the deadline, and it is never scaled by jitter (the server said when).
+//! **`Retry-After`** (on a 429 or 503, capped by `retry_after_cap`) becomes the rule's
+//! base for that retry (reference 004 §3.3: "base = `Retry-After`, else 100 ms"), so the
+//! `n`-th retry of the class waits `min(retry_after × factor^(n−1) × j, cap)` — **but never
+//! less than the server asked for**: jitter below 1 or a cap below `Retry-After` cannot
+//! shorten it. A client that keeps being told "come back in 1 s" therefore backs off
+//! further each time (1 s, 1.5 s, 2.25 s, ... with the reference's 1.5), instead of
+//! returning in lockstep with every other throttled client. Kinds without a rule wait
+//! `Retry-After` exactly. The deadline still bounds every wait.
 //!
 //! [`ClassBackoff::reference`] is the table of the reference design (section 3.3):
 //!
@@ -155,9 +161,23 @@ impl ClassBackoff {
         class_retry: u32,
         rng: &mut fastrand::Rng,
     ) -> Option<Duration> {
+        self.delay_after(kind, class_retry, None, rng)
+    }
+
+    /// Like [`delay`](Self::delay), when the server may have said when to come back:
+    /// `retry_after` (already capped by `retry_after_cap`) replaces the rule's base, and
+    /// the result is never below it (module docs). `None` when no rule covers `kind`.
+    pub fn delay_after(
+        &self,
+        kind: OutcomeKind,
+        class_retry: u32,
+        retry_after: Option<Duration>,
+        rng: &mut fastrand::Rng,
+    ) -> Option<Duration> {
         let rule = self.rule_for(kind)?;
+        let base = retry_after.unwrap_or(rule.base);
         let exponent = i32::try_from(class_retry.max(1) - 1).unwrap_or(i32::MAX);
-        let mut nanos = rule.base.as_nanos() as f64 * rule.factor.powi(exponent);
+        let mut nanos = base.as_nanos() as f64 * rule.factor.powi(exponent);
         if self.jitter > 0.0 {
             nanos *= 1.0 - self.jitter + 2.0 * self.jitter * rng.f64();
         }
@@ -167,7 +187,8 @@ impl ClassBackoff {
         } else {
             cap
         };
-        Some(Duration::from_nanos(nanos.max(0.0).round() as u64))
+        let delay = Duration::from_nanos(nanos.max(0.0).round() as u64);
+        Some(retry_after.map_or(delay, |asked| delay.max(asked)))
     }
 }
 
@@ -213,6 +234,74 @@ mod tests {
         assert_eq!(b.rule_for(OutcomeKind::ServerError), None);
         let mut rng = fastrand::Rng::with_seed(1);
         assert_eq!(b.delay(OutcomeKind::ServerError, 1, &mut rng), None);
+    }
+
+    #[test]
+    fn retry_after_is_the_base_of_the_429_curve_and_a_floor() {
+        let b = ClassBackoff::reference().without_jitter();
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut after = |asked: u64, n: u32| {
+            b.delay_after(OutcomeKind::Throttled, n, Some(ms(asked)), &mut rng)
+                .unwrap()
+        };
+        // Retry-After: 1 on every answer: 1 s × 1.5^(n−1).
+        let seq: Vec<Duration> = (1..=5).map(|n| after(1000, n)).collect();
+        assert_eq!(
+            seq,
+            vec![
+                ms(1000),
+                ms(1500),
+                ms(2250),
+                ms(3375),
+                Duration::from_micros(5_062_500)
+            ]
+        );
+        // Capped at 30 s, but never below what the server asked for.
+        assert_eq!(after(20_000, 1), ms(20_000));
+        assert_eq!(after(20_000, 2), ms(30_000), "20 s × 1.5 = 30 s (the cap)");
+        assert_eq!(after(20_000, 5), ms(30_000));
+        let long = ClassBackoff::new()
+            .rule(
+                OutcomeKind::Throttled,
+                ClassRule::new(ms(100), 1.5, 5, ms(5000)),
+            )
+            .without_jitter();
+        assert_eq!(
+            long.delay_after(OutcomeKind::Throttled, 3, Some(ms(8000)), &mut rng),
+            Some(ms(8000)),
+            "a cap below Retry-After does not shorten it"
+        );
+        // Without Retry-After: the rule's own base.
+        assert_eq!(
+            b.delay_after(OutcomeKind::Throttled, 2, None, &mut rng),
+            Some(ms(150))
+        );
+        assert_eq!(
+            b.delay_after(OutcomeKind::ServerError, 1, Some(ms(1000)), &mut rng),
+            None
+        );
+    }
+
+    #[test]
+    fn jitter_never_takes_a_delay_below_retry_after() {
+        let b = ClassBackoff::reference();
+        let mut rng = fastrand::Rng::with_seed(3);
+        let mut seen_above = false;
+        for _ in 0..1000 {
+            let d = b
+                .delay_after(OutcomeKind::Throttled, 1, Some(ms(1000)), &mut rng)
+                .unwrap();
+            assert!(d >= ms(1000) && d <= ms(1200), "{d:?}");
+            seen_above |= d > ms(1100);
+            let d2 = b
+                .delay_after(OutcomeKind::Throttled, 2, Some(ms(1000)), &mut rng)
+                .unwrap();
+            assert!(
+                d2 >= ms(1200) && d2 <= ms(1800),
+                "1.5 s × [0.8, 1.2]: {d2:?}"
+            );
+        }
+        assert!(seen_above);
     }
 
     #[test]

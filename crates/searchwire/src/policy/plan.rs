@@ -11,11 +11,16 @@
 //!    idempotency), and is a retry left (the class rule's limit, else `max_retries`)?
 //! 2. **breaker** — the cluster breaker's admission of the next attempt. An open breaker,
 //!    or a half-open one with no probe slot free, refuses now, before any backoff is slept.
-//! 3. **delay** — `Retry-After` when the server sent one, else the backoff stretched by the
-//!    load multiplier.
+//! 3. **delay** — `Retry-After` when the server sent one (under a class rule, the rule's
+//!    curve grown from it, never below it), else the backoff stretched by the load multiplier.
 //! 4. **deadline** — a backoff that would end at or after the deadline is not started.
 //! 5. **budget** — the retry budget must afford one retry; checked last, so a retry that
-//!    another rule forbids never spends budget.
+//!    another rule forbids never spends budget. A retry **paced by the server** — a 429
+//!    whose `Retry-After` asked for at least 1 s ([`Facts::server_paced`]) — is neither
+//!    refused by the budget nor charged to it: the server is alive, said when to come back,
+//!    and already bounds the rate of those retries; the budget exists to bound retries the
+//!    *client* chose to make into a failing cluster. The retry policy's limit and the
+//!    deadline still bound it, and a 503 (an outage) or a 429 without a wait stays charged.
 
 use std::time::Duration;
 
@@ -41,7 +46,8 @@ pub(crate) enum Gate {
 /// How long to wait before the retry, before the deadline is considered.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Delay {
-    /// The server's `Retry-After` (already capped): waited exactly, never stretched.
+    /// A wait the server set with `Retry-After` (already capped) — exactly, or, under a
+    /// class rule, grown from it and never below it: never stretched by the load multiplier.
     Hint(Duration),
     /// The backoff (the class rule's or the client's, with its random part already drawn),
     /// stretched by the load `multiplier` (1.0 when the adaptive jitter is off).
@@ -74,6 +80,19 @@ pub(crate) struct Facts {
     pub(crate) deadline_remaining: Option<Duration>,
     /// Whether the retry budget affords a retry (`None`: no budget).
     pub(crate) budget_affords: Option<bool>,
+    /// Whether the server paced this retry: a 429 with a `Retry-After` of at least 1 s.
+    /// Such a retry is exempt from the budget (module docs).
+    pub(crate) server_paced: bool,
+}
+
+/// The shortest `Retry-After` that makes a 429's retry server-paced (module docs).
+pub(crate) const SERVER_PACED_MIN: Duration = Duration::from_secs(1);
+
+impl Facts {
+    /// Whether a retry decided from these facts is paid from the retry budget.
+    pub(crate) fn charged_to_budget(&self) -> bool {
+        !self.server_paced
+    }
 }
 
 /// What the loop does next.
@@ -128,7 +147,7 @@ pub(crate) fn plan(policy: &RetryPolicy, facts: &Facts) -> Decision {
     if facts.deadline_remaining.is_some_and(|left| delay >= left) {
         return Decision::Stop(Stop::Deadline { delay });
     }
-    if facts.budget_affords == Some(false) {
+    if facts.budget_affords == Some(false) && facts.charged_to_budget() {
         return Decision::Stop(Stop::Budget);
     }
     Decision::Retry { delay, multiplier }

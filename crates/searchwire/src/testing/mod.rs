@@ -132,10 +132,6 @@ impl Scripted {
     pub(crate) fn resets(&self) -> Vec<u16> {
         self.0.lock().unwrap().resets.clone()
     }
-    /// Drops the node queues (one-shot steps not consumed yet).
-    pub(crate) fn clear_queues(&self) {
-        self.0.lock().unwrap().queues.clear();
-    }
 }
 
 fn respond(status: u16, headers: HeaderMap, body: impl Into<Bytes>) -> SendFuture {

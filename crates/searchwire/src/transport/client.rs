@@ -96,6 +96,7 @@ impl Client {
             max_response_bytes: b.max_response_bytes,
             extra_roots: roots,
             native_roots: b.native_roots && addrs.iter().any(|a| a.scheme() == "https"),
+            client_identity: b.client_identity.clone(),
         })?;
         Ok(Client::with_connector(
             b,

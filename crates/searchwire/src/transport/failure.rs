@@ -34,6 +34,31 @@ pub(super) fn circuit_open_error(request: &Request, reason: &str, retry_in: Dura
     )
 }
 
+/// The error of a request whose attempt timed out on a node that then answered its
+/// liveness check: the node is alive, the request is slow. Not retried elsewhere (it
+/// would be as slow there, and the cluster would do the work twice).
+pub(super) fn slow_request_error(
+    request: &Request,
+    node: &PoolNode,
+    result: AttemptResult,
+    attempts: Vec<Attempt>,
+    attempt_timeout: Duration,
+) -> Error {
+    let t = crate::clock::duration::format_duration(attempt_timeout);
+    let mut err = Error::new(
+        ErrorKind::AttemptTimeout,
+        format!(
+            "{} {} timed out after the attempt timeout of {t} on node {}, which is alive (it answered a liveness check right after), so the node was not marked dead and the request was not repeated on another node (it would be as slow there) — if the request is legitimately slow (a _reindex, _forcemerge, a large search, a wait_for_* parameter), give it a longer attempt timeout: Request::attempt_timeout, or --attempt-timeout in the CLI",
+            request.method, request.path, node.addr
+        ),
+    )
+    .with_attempts(attempts);
+    if let Some(source) = result.source {
+        err = err.with_source(source);
+    }
+    err
+}
+
 /// Turns the last attempt into the error the caller sees, with a message that says what
 /// happened and what to do.
 pub(super) fn final_error(

@@ -21,7 +21,9 @@ use crate::policy::plan::{Decision, Delay, Facts, Gate, Stop};
 use crate::policy::retry::NoRetry;
 use crate::shared::Inner;
 use crate::sync::lock;
-use crate::transport::failure::{circuit_open_error, final_error, BREAKER_NOTE};
+use crate::transport::failure::{
+    circuit_open_error, final_error, slow_request_error, BREAKER_NOTE,
+};
 
 /// Per-request retry bookkeeping, consulted and updated by [`plan_retry`].
 pub(super) struct RetryState {
@@ -153,6 +155,35 @@ pub(super) async fn execute(
         )
         .await;
         let status = result.raw.as_ref().map(|r| r.status);
+        // A timed-out attempt makes the node suspect, not dead: a short liveness check
+        // decides between a hung node (dead, fail over) and a slow request (the node
+        // stays alive, the request fails; see docs/ARCHITECTURE.md).
+        let record = Attempt {
+            number,
+            node: node.addr.shared(),
+            outcome: result.kind,
+            status,
+            elapsed,
+            backoff: Duration::ZERO,
+            detail: result.detail.clone(),
+        };
+        let slow_request = if result.kind == OutcomeKind::Timeout {
+            match node_answers(inner, &node, attempt_timeout, deadline).await {
+                Some(answered) => answered,
+                None => {
+                    attempts.push(record);
+                    return Err(deadline_exceeded(
+                        deadline,
+                        start,
+                        attempts,
+                        &node,
+                        "timed out and the deadline passed while its node was checked",
+                    ));
+                }
+            }
+        } else {
+            false
+        };
         if let Some(breaker) = &inner.breaker {
             let verdict = Verdict::of(result.kind);
             let now = Instant::now();
@@ -162,23 +193,19 @@ pub(super) async fn execute(
             };
             breaker_changed(inner, change);
         }
-        crate::health::effects::apply_attempt(
-            inner,
-            &node,
-            result.kind,
-            result.rejection,
-            status,
-            result.detail.as_deref(),
-        );
-        attempts.push(Attempt {
-            number,
-            node: node.addr.shared(),
-            outcome: result.kind,
-            status,
-            elapsed,
-            backoff: Duration::ZERO,
-            detail: result.detail.clone(),
-        });
+        if slow_request {
+            crate::health::effects::apply_slow_attempt(inner, &node);
+        } else {
+            crate::health::effects::apply_attempt(
+                inner,
+                &node,
+                result.kind,
+                result.rejection,
+                status,
+                result.detail.as_deref(),
+            );
+        }
+        attempts.push(record);
 
         match (result.kind, result.raw) {
             (OutcomeKind::Success, Some(raw)) => {
@@ -191,19 +218,29 @@ pub(super) async fn execute(
                 });
             }
             (OutcomeKind::Cancelled, _) => {
-                let total = deadline
-                    .map(|d| d.saturating_duration_since(start))
-                    .unwrap_or_default();
-                return Err(Error::new(
-                    ErrorKind::DeadlineExceeded,
-                    format!(
-                        "deadline of {} exceeded after {} attempt(s); the last attempt to {} was cancelled (the node was not marked dead)",
-                        crate::clock::duration::format_duration(total),
-                        attempts.len(),
-                        node.addr
-                    ),
-                )
-                .with_attempts(attempts));
+                return Err(deadline_exceeded(
+                    deadline,
+                    start,
+                    attempts,
+                    &node,
+                    "was cancelled",
+                ));
+            }
+            (OutcomeKind::Timeout, None) if slow_request => {
+                let result = AttemptResult {
+                    kind: OutcomeKind::Timeout,
+                    rejection: None,
+                    raw: None,
+                    detail: result.detail,
+                    source: result.source,
+                };
+                return Err(slow_request_error(
+                    request,
+                    &node,
+                    result,
+                    attempts,
+                    attempt_timeout.unwrap_or_default(),
+                ));
             }
             (kind, raw) => {
                 let result = AttemptResult {
@@ -234,6 +271,62 @@ pub(super) async fn execute(
             }
         }
     }
+}
+
+/// The error of a request whose deadline passed: the last attempt to `node` `what`
+/// (the node was not marked dead).
+fn deadline_exceeded(
+    deadline: Option<Instant>,
+    start: Instant,
+    attempts: Vec<Attempt>,
+    node: &PoolNode,
+    what: &str,
+) -> Error {
+    let total = deadline
+        .map(|d| d.saturating_duration_since(start))
+        .unwrap_or_default();
+    Error::new(
+        ErrorKind::DeadlineExceeded,
+        format!(
+            "deadline of {} exceeded after {} attempt(s); the last attempt to {} {what} (the node was not marked dead)",
+            crate::clock::duration::format_duration(total),
+            attempts.len(),
+            node.addr
+        ),
+    )
+    .with_attempts(attempts)
+}
+
+/// The liveness check of a node whose attempt timed out: `GET /` (through
+/// [`background_get`](crate::health::background_get), like every background request),
+/// bounded by min([`LIVENESS_CHECK_TIMEOUT`](crate::defaults::LIVENESS_CHECK_TIMEOUT),
+/// the attempt timeout) and by the deadline. `Some(true)` when the node answered (any
+/// status: only connectivity decides liveness), `Some(false)` when it did not, `None`
+/// when the deadline passed first.
+async fn node_answers(
+    inner: &Inner,
+    node: &PoolNode,
+    attempt_timeout: Option<Duration>,
+    deadline: Option<Instant>,
+) -> Option<bool> {
+    let limit = attempt_timeout.map_or(crate::defaults::LIVENESS_CHECK_TIMEOUT, |t| {
+        t.min(crate::defaults::LIVENESS_CHECK_TIMEOUT)
+    });
+    let check = crate::health::background_get(inner, &node.addr, "/", "", limit);
+    let answer = match deadline {
+        Some(d) => tokio::select! {
+            r = check => r,
+            _ = tokio::time::sleep_until(d) => return None,
+        },
+        None => check.await,
+    };
+    let answered = matches!(&answer, Ok(a) if a.outcome.kind.node_answered());
+    tracing::debug!(
+        node = %node.addr,
+        answered,
+        "liveness check after an attempt timeout"
+    );
+    Some(answered)
 }
 
 /// One attempt on `node`: sends, bounded by the attempt timeout and the deadline,
@@ -415,7 +508,14 @@ fn plan_retry<'a>(
         node.mark_busy_until(until);
     }
     let delay = match hint {
-        Some(h) if !elsewhere => Delay::Hint(h),
+        // A class rule grows from the server's wait, never going below it; with a free
+        // untried node elsewhere, the retry goes there after the ordinary backoff.
+        Some(h) if !elsewhere => Delay::Hint(
+            inner
+                .class_backoff
+                .delay_after(result.kind, class_done + 1, Some(h), &mut lock(&inner.rng))
+                .unwrap_or(h),
+        ),
         _ => {
             let base = {
                 let mut rng = lock(&inner.rng);
@@ -444,9 +544,13 @@ fn plan_retry<'a>(
         delay,
         deadline_remaining: deadline.map(|d| d.saturating_duration_since(now)),
         budget_affords: inner.budget.as_ref().map(|b| b.affords(now)),
+        server_paced: result.kind == OutcomeKind::Throttled
+            && hint.is_some_and(|h| h >= crate::policy::plan::SERVER_PACED_MIN),
     };
     let mut decision = crate::policy::plan::plan(&inner.retry, &facts);
-    if let (Decision::Retry { .. }, Some(budget)) = (decision, &inner.budget) {
+    if let (Decision::Retry { .. }, Some(budget), true) =
+        (decision, &inner.budget, facts.charged_to_budget())
+    {
         // Another request may have taken the last retry since the balance was read.
         if !budget.withdraw(now) {
             decision = Decision::Stop(Stop::Budget);

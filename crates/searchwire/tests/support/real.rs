@@ -931,3 +931,45 @@ pub async fn bulk_rejections(c: &Cluster, types: &[&str]) -> BulkRejections {
         .unwrap();
     seen
 }
+
+/// A request the server itself holds open past the attempt timeout (a `_cluster/health`
+/// wait that cannot be met) is slow, not a sign of a dead node: the node answers its
+/// liveness check, stays alive, nothing is ejected, and the error says how to give the
+/// request more time.
+pub async fn slow_request_keeps_the_node_alive(c: &Cluster) {
+    c.preflight().await;
+    let client = c.builder().build().unwrap();
+    let t0 = Instant::now();
+    let err = client
+        .send(
+            searchwire::Request::get("/_cluster/health")
+                .query("wait_for_status", "green")
+                .query("wait_for_nodes", "99")
+                .query("timeout", "10s")
+                .attempt_timeout(secs(1)),
+        )
+        .await
+        .unwrap_err();
+    let took = t0.elapsed();
+    assert_eq!(err.kind(), ErrorKind::AttemptTimeout, "{err}");
+    assert_eq!(
+        err.attempts().len(),
+        1,
+        "not repeated on another node: {err}"
+    );
+    assert!(
+        took < secs(5),
+        "took {took:?}: the server's own 10 s wait must not be awaited"
+    );
+    let msg = err.to_string();
+    assert!(msg.contains("is alive"), "{msg}");
+    assert!(msg.contains("attempt timeout"), "{msg}");
+    assert!(
+        client.nodes().iter().all(|n| n.alive),
+        "a slow request ejected a node: {:?}",
+        client.nodes()
+    );
+    // The node keeps serving.
+    client.send(searchwire::Request::get("/")).await.unwrap();
+    eprintln!("  slow request failed in {took:?}: {msg}");
+}

@@ -28,6 +28,7 @@ fn facts() -> Facts {
         },
         deadline_remaining: None,
         budget_affords: None,
+        server_paced: false,
     }
 }
 
@@ -252,4 +253,65 @@ fn a_deadline_refusal_never_reaches_the_budget() {
         ..facts()
     };
     assert_eq!(decide(f), Decision::Stop(Stop::Deadline { delay: ms(100) }));
+}
+
+#[test]
+fn a_retry_the_server_paced_is_not_refused_by_the_budget() {
+    let throttled = Facts {
+        outcome: OutcomeKind::Throttled,
+        status: Some(StatusCode::TOO_MANY_REQUESTS),
+        delay: Delay::Hint(ms(1000)),
+        budget_affords: Some(false),
+        ..facts()
+    };
+    let cases: Vec<(&str, Facts, Decision)> = vec![
+        (
+            "429 + Retry-After >= 1 s, budget empty: retried after the server's wait",
+            Facts {
+                server_paced: true,
+                ..throttled
+            },
+            retry(ms(1000), 1.0),
+        ),
+        (
+            "429 without a server wait, budget empty: refused",
+            throttled,
+            Decision::Stop(Stop::Budget),
+        ),
+        (
+            "server-paced but retries used up: the retry limit still decides",
+            Facts {
+                server_paced: true,
+                retries_done: 3,
+                ..throttled
+            },
+            Decision::Stop(Stop::Policy(NoRetry::Exhausted)),
+        ),
+        (
+            "server-paced but past the deadline: the deadline still decides",
+            Facts {
+                server_paced: true,
+                deadline_remaining: Some(ms(500)),
+                ..throttled
+            },
+            Decision::Stop(Stop::Deadline { delay: ms(1000) }),
+        ),
+        (
+            "503 outage, budget empty: refused (charged)",
+            Facts {
+                budget_affords: Some(false),
+                ..facts()
+            },
+            Decision::Stop(Stop::Budget),
+        ),
+    ];
+    for (name, f, want) in cases {
+        assert_eq!(decide(f), want, "{name}");
+    }
+    assert!(!Facts {
+        server_paced: true,
+        ..facts()
+    }
+    .charged_to_budget());
+    assert!(facts().charged_to_budget());
 }

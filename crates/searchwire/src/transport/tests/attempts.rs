@@ -161,23 +161,35 @@ async fn a_retry_after_steers_traffic_to_another_node_instead_of_stalling_the_re
 }
 
 #[tokio::test(start_paused = true)]
-async fn an_attempt_timeout_marks_the_node_dead_drops_its_connections_and_fails_over() {
+async fn an_attempt_timeout_on_a_hung_node_marks_it_dead_after_its_liveness_check_and_fails_over() {
     let c = Scripted::default();
     let cl = client(2, &c, |b| b.attempt_timeout(ms(250)));
     let first = cl.inner.pool.topology().nodes[0].addr.port();
+    // The request hangs, and so does the liveness check that follows it.
+    c.push(first, Step::Hang);
     c.push(first, Step::Hang);
     let t0 = Instant::now();
-    let r = cl.send(Request::get("/")).await.unwrap();
+    let r = cl.send(Request::get("/_search")).await.unwrap();
     let log = c.log();
-    assert_eq!(log.len(), 2);
-    assert_ne!(log[1].0, first);
-    assert_eq!(log[1].3 - t0, ms(350), "250 ms timeout + 100 ms backoff");
+    assert_eq!(log.len(), 3);
+    assert_eq!(
+        (log[1].0, log[1].2.as_str()),
+        (first, "/"),
+        "the liveness check"
+    );
+    assert_eq!(log[1].3 - t0, ms(250));
+    assert_ne!(log[2].0, first);
+    assert_eq!(
+        log[2].3 - t0,
+        ms(600),
+        "250 ms timeout + 250 ms liveness check (min(2 s, attempt timeout)) + 100 ms backoff"
+    );
     assert_eq!(r.attempts()[0].outcome, OutcomeKind::Timeout);
     assert_eq!(r.attempts()[0].elapsed, ms(250));
-    assert_eq!(
-        c.resets(),
-        vec![first],
-        "the timed-out node's pool is dropped"
+    let resets = c.resets();
+    assert!(
+        !resets.is_empty() && resets.iter().all(|p| *p == first),
+        "the timed-out node's pool is dropped: {resets:?}"
     );
     let dead: Vec<_> = cl.nodes().into_iter().filter(|n| !n.alive).collect();
     assert_eq!(dead.len(), 1);
@@ -185,16 +197,68 @@ async fn an_attempt_timeout_marks_the_node_dead_drops_its_connections_and_fails_
 }
 
 #[tokio::test(start_paused = true)]
-async fn the_per_attempt_timeout_covers_a_slow_body() {
-    // A response whose body takes longer than the timeout (the connector reads the body
-    // inside the attempt) is a timeout, not a success.
+async fn an_attempt_timeout_on_a_node_that_answers_its_liveness_check_keeps_the_node_and_is_not_retried(
+) {
     let c = Scripted::default();
-    c.push(1, Step::After(ms(400), Box::new(Step::Status(200))));
-    let cl = client(1, &c, |b| b.attempt_timeout(ms(300)).max_retries(0));
-    let e = cl.send(Request::get("/")).await.unwrap_err();
-    assert_eq!(e.last_outcome(), Some(OutcomeKind::Timeout));
+    let cl = client(2, &c, |b| b.attempt_timeout(ms(250)));
+    let first = cl.inner.pool.topology().nodes[0].addr.port();
+    for port in [1, 2] {
+        c.on_path(port, "/_cluster/health", Step::Hang);
+        c.default_step(port, Step::Root);
+    }
+    let t0 = Instant::now();
+    let e = cl
+        .send(Request::get("/_cluster/health").query("wait_for_nodes", "99"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AttemptTimeout, "{e}");
     assert!(e.is_timeout());
-    assert_eq!(e.kind(), ErrorKind::NoNodeReachable);
+    assert_eq!(e.last_outcome(), Some(OutcomeKind::Timeout));
+    assert_eq!(
+        e.attempts().len(),
+        1,
+        "a slow request is not repeated elsewhere"
+    );
+    let log = c.log();
+    assert_eq!(log.len(), 2, "{log:?}");
+    assert_eq!(
+        (log[1].0, log[1].2.as_str()),
+        (first, "/"),
+        "the liveness check"
+    );
+    assert_eq!(Instant::now() - t0, ms(250), "the node answered at once");
+    assert!(cl.nodes().iter().all(|n| n.alive), "nothing is ejected");
+    let msg = e.to_string();
+    for part in [
+        "timed out after the attempt timeout of 250ms",
+        "which is alive",
+        "not marked dead",
+        "Request::attempt_timeout",
+        "--attempt-timeout",
+    ] {
+        assert!(msg.contains(part), "{part:?} missing from: {msg}");
+    }
+    assert!(e.is_retryable());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_during_the_liveness_check_ends_the_request_without_marking_the_node_dead() {
+    let c = Scripted::default();
+    let cl = client(2, &c, |b| b.attempt_timeout(ms(250)));
+    let first = cl.inner.pool.topology().nodes[0].addr.port();
+    c.default_step(first, Step::Hang);
+    let t0 = Instant::now();
+    let e = cl
+        .send(Request::get("/").timeout(ms(400)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}");
+    assert_eq!(
+        Instant::now() - t0,
+        ms(400),
+        "the deadline bounds the check too"
+    );
+    assert!(cl.nodes().iter().all(|n| n.alive));
 }
 
 #[tokio::test(start_paused = true)]
@@ -284,29 +348,31 @@ async fn post_is_retried_after_a_connect_failure_or_429_but_never_after_a_timeou
     cl.send(Request::post("/i/_doc").body("{}")).await.unwrap();
     assert_eq!(c.log().len(), 2);
 
+    // A hung node: the attempt and its liveness check both hang (a node that answers its
+    // liveness check ends the request without a retry, idempotent or not).
+    let posts = |c: &Scripted| c.log().iter().filter(|l| l.1 == "POST").count();
     for step in [Step::Reset, Step::Hang, Step::Status(503)] {
         let c = Scripted::default();
-        c.push(1, step.clone());
         let cl = client(2, &c, |b| b.attempt_timeout(ms(100)));
         let first = cl.inner.pool.topology().nodes[0].addr.port();
-        if first != 1 {
-            c.clear_queues();
-            c.push(first, step.clone());
-        }
+        c.push(first, step.clone());
+        c.push(first, step.clone());
         let e = cl
             .send(Request::post("/i/_doc").body("{}"))
             .await
             .unwrap_err();
-        assert_eq!(c.log().len(), 1, "{step:?}: POST must not be repeated");
+        assert_eq!(posts(&c), 1, "{step:?}: POST must not be repeated");
         assert!(e.to_string().contains("not idempotent"), "{e}");
         // The same failure on a search (POST but read-only) is retried.
         let c2 = Scripted::default();
-        c2.push(1, step.clone());
-        let cl2 = client(1, &c2, |b| b.attempt_timeout(ms(100)));
+        let cl2 = client(2, &c2, |b| b.attempt_timeout(ms(100)));
+        let first = cl2.inner.pool.topology().nodes[0].addr.port();
+        c2.push(first, step.clone());
+        c2.push(first, step.clone());
         cl2.send(Request::post("/i/_search").body("{}"))
             .await
             .unwrap();
-        assert_eq!(c2.log().len(), 2, "{step:?}: _search is idempotent");
+        assert_eq!(posts(&c2), 2, "{step:?}: _search is idempotent");
     }
 }
 
@@ -467,17 +533,18 @@ async fn the_environment_override_replaces_the_programmatic_attempt_timeout() {
             )
             .unwrap()
     };
+    // A slow request on a node that answers its liveness check (`GET /`) at once.
     let c = Scripted::default();
-    c.default_step(1, Step::Hang);
+    c.on_path(1, "/slow", Step::Hang);
     let cl = build("1.5", &c);
     let t0 = Instant::now();
-    let e = cl.send(Request::get("/")).await.unwrap_err();
+    let e = cl.send(Request::get("/slow")).await.unwrap_err();
     assert_eq!(Instant::now() - t0, ms(1500));
     assert_eq!(e.last_outcome(), Some(OutcomeKind::Timeout));
     // A request's own attempt timeout is the code's statement about that request: it wins.
     let t0 = Instant::now();
     let _ = cl
-        .send(Request::get("/").attempt_timeout(ms(200)))
+        .send(Request::get("/slow").attempt_timeout(ms(200)))
         .await
         .unwrap_err();
     assert_eq!(Instant::now() - t0, ms(200));
@@ -485,7 +552,7 @@ async fn the_environment_override_replaces_the_programmatic_attempt_timeout() {
     let cl = build("0", &c);
     let t0 = Instant::now();
     let e = cl
-        .send(Request::get("/").timeout(Duration::from_secs(400)))
+        .send(Request::get("/slow").timeout(Duration::from_secs(400)))
         .await
         .unwrap_err();
     assert_eq!(Instant::now() - t0, Duration::from_secs(400));

@@ -88,6 +88,32 @@ async fn a_denied_retry_fails_with_the_last_outcome_and_says_why() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_429_with_retry_after_is_paced_by_the_server_not_the_budget() {
+    // An empty budget (ratio 0, no floor) refuses every retry it is asked to pay for.
+    let empty = || RetryBudget {
+        ratio: 0.0,
+        min_per_sec: 0,
+        window: Duration::from_secs(10),
+    };
+    let c = Scripted::default();
+    c.push(1, Step::StatusWith(429, "retry-after", "1".into()));
+    c.push(1, Step::StatusWith(429, "retry-after", "1".into()));
+    let cl = client(1, &c, |b| b.retry_budget(empty()));
+    let t0 = Instant::now();
+    let r = cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(send_times(&c, t0), vec![ms(0), ms(1000), ms(2000)]);
+    // Not charged either: a 429 without Retry-After right after is still refused, and a
+    // 503 (an outage) is charged as before.
+    for step in [Step::Status(429), Step::Status(503)] {
+        c.push(1, step.clone());
+        let e = cl.send(Request::get("/")).await.unwrap_err();
+        assert_eq!(e.attempts().len(), 1, "{step:?}");
+        assert!(e.to_string().contains("retry budget is exhausted"), "{e}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_floor_comes_back_after_the_window() {
     let c = Scripted::default();
     c.default_step(1, Step::Status(503));
@@ -180,8 +206,8 @@ async fn class_backoff_reference_delays_are_exact_with_jitter_off() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn retry_after_wins_over_the_class_rule_and_is_capped() {
-    // 429 with Retry-After: 2 s exactly (no growth, no jitter); then a 429 without it
+async fn retry_after_is_the_base_of_the_class_rule_and_is_capped() {
+    // 429 with Retry-After: 2 s on the first retry (base × 1.5^0); then a 429 without it
     // continues the class's curve at its second step (150 ms).
     let c = Scripted::default();
     c.push(1, Step::StatusWith(429, "retry-after", "2".into()));
@@ -192,6 +218,28 @@ async fn retry_after_wins_over_the_class_rule_and_is_capped() {
     let t0 = Instant::now();
     cl.send(Request::get("/")).await.unwrap();
     assert_eq!(send_times(&c, t0), vec![ms(0), ms(2000), ms(2150)]);
+
+    // Retry-After: 1 again and again: the reference's 429 curve grows from it (× 1.5),
+    // never below it.
+    let c = Scripted::default();
+    for _ in 0..4 {
+        c.push(1, Step::StatusWith(429, "retry-after", "1".into()));
+    }
+    let cl = client(1, &c, |b| {
+        b.class_backoff(ClassBackoff::reference().without_jitter())
+    });
+    let t0 = Instant::now();
+    let r = cl.send(Request::get("/")).await.unwrap();
+    let backoffs: Vec<u64> = r
+        .attempts()
+        .iter()
+        .map(|a| a.backoff.as_millis() as u64)
+        .collect();
+    assert_eq!(backoffs, vec![1000, 1500, 2250, 3375, 0]);
+    assert_eq!(
+        send_times(&c, t0),
+        vec![ms(0), ms(1000), ms(2500), ms(4750), ms(8125)]
+    );
 
     // Capped by retry_after_cap, and by the deadline (not started when it would end after).
     let c = Scripted::default();
