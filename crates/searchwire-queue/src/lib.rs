@@ -11,8 +11,10 @@
 //!   **priority** (higher first), then **`retry_at`**, then **arrival** ([`MessageId`]). A
 //!   message is never handed out before its `retry_at`. A lease lasts
 //!   [`QueueOptions::lease_timeout`]; a lease that is neither acked, rescheduled nor
-//!   dead-lettered by then (its holder died or hung) is returned to the queue and leased again
-//!   in its place in the order.
+//!   dead-lettered by then (its holder died or hung) counts as a failed attempt
+//!   ([`LEASE_EXPIRED`] becomes its last error) and is returned to the queue and leased again
+//!   in its place in the order — or becomes a dead letter once its attempts reach
+//!   `max_retries`, so a message that kills every consumer it reaches cannot loop forever.
 //! - After delivering, the holder calls [`Queue::ack`] (the message is gone; at-least-once).
 //!   After a failed delivery it calls [`Queue::reschedule`] with a later `retry_at`: the
 //!   attempt count goes up by one, the error is kept, and once `attempts` reaches
@@ -197,7 +199,9 @@ impl Queue {
 
     /// Leases up to `max` due messages, in delivery order (priority, retry_at, arrival); the
     /// Redis backend returns at most [`redis::MAX_LEASE`] (1000) per call. Leases that
-    /// expired are returned to the queue first, so they are among the candidates.
+    /// expired are returned to the queue first, so they are among the candidates; each
+    /// expiry counts an attempt (last error [`LEASE_EXPIRED`]) and the one that exhausts
+    /// `max_retries` sends the message to the dead letters instead.
     pub async fn lease(&self, max: usize) -> Result<Vec<Lease>> {
         dispatch!(self.lease(max))
     }
@@ -322,6 +326,20 @@ fn revived(mut m: Message, now: Timestamp) -> Message {
     m.retry_at = now;
     m.pending_shutdown = false;
     m
+}
+
+/// The `last_error` of a message whose lease expired (see [`Queue::lease`]): the holder
+/// neither acked, rescheduled nor dead-lettered it in time. Both backends write exactly this.
+pub const LEASE_EXPIRED: &str = "lease expired: not acked, rescheduled or dead-lettered \
+     within the lease timeout (its holder died or hung)";
+
+/// The dead-letter reason of a message whose last attempt ended in an expired lease. The
+/// Redis lease script builds the same text from [`LEASE_EXPIRED`].
+fn lease_expired_reason(max_retries: u32) -> String {
+    format!(
+        "{LEASE_EXPIRED}; max_retries ({}) reached",
+        max_retries.max(1)
+    )
 }
 
 /// Whether `attempts` failed attempts exhaust `max_retries` (0 behaves as 1: a message is

@@ -10,7 +10,7 @@
 //! | 10 | 1 | priority |
 //! | 11 | 8 | retry_at (ms) |
 //! | 19 | 8 | enqueued_at (ms) |
-//! | 27 | 4 | attempts |
+//! | 27 | 4 | attempts (the Redis lease script rewrites it, and the last error, when a lease expires) |
 //! | 31 | 4 | max_retries |
 //! | 35 | 32 | payload SHA-256 |
 //! | 67 | … | index, last error: each a tag byte (0 none, 1 some) then u32 length and UTF-8 |

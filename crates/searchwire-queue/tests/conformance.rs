@@ -104,6 +104,78 @@ async fn an_unacked_lease_comes_back_after_the_lease_timeout(b: Backend) {
     assert_ne!(again[0].token, first[0].token, "a new lease");
 }
 
+/// A poison message: its delivery kills the consumer every time, so it is never acked,
+/// rescheduled or dead-lettered. Each expired lease counts an attempt; after `max_retries`
+/// it is a dead letter whose reason says the leases expired, instead of looping forever.
+async fn an_expired_lease_counts_an_attempt_and_poison_ends_in_the_dead_letters(b: Backend) {
+    let Some(mut c) = Ctx::new(b).await else {
+        return;
+    };
+    append(
+        c.q(),
+        vec![
+            msg("poison").max_retries(3).index("products").priority(9),
+            msg("fine"),
+        ],
+    )
+    .await;
+    let mut poison = None;
+    for attempt in 0..3u32 {
+        // A fresh consumer each time: the last one died holding the lease.
+        c.reopen(&format!("consumer-{attempt}")).await;
+        let q = c.q();
+        let l = q.lease(1).await.unwrap().remove(0);
+        assert_eq!(l.message.payload, b"poison");
+        assert_eq!(l.message.attempts, attempt, "expired leases so far");
+        if attempt > 0 {
+            assert_eq!(
+                l.message.last_error.as_deref(),
+                Some(searchwire_queue::LEASE_EXPIRED)
+            );
+        }
+        poison = Some(l.id());
+        c.clock.advance(LEASE);
+    }
+    let q = c.q();
+    let l = q.lease(10).await.unwrap();
+    assert_eq!(
+        l.iter()
+            .map(|l| l.message.payload.as_slice())
+            .collect::<Vec<_>>(),
+        [b"fine".as_slice()],
+        "the third expiry exhausted max_retries (3): poison is not leased again"
+    );
+    let dead = q.dead_letters(None, 10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!(Some(dead[0].message.id), poison);
+    let reason = format!(
+        "{}; max_retries (3) reached",
+        searchwire_queue::LEASE_EXPIRED
+    );
+    assert_eq!(dead[0].reason, reason);
+    assert_eq!(dead[0].message.attempts, 3);
+    assert_eq!(dead[0].message.last_error.as_deref(), Some(reason.as_str()));
+    assert_eq!(dead[0].message.index.as_deref(), Some("products"));
+    assert_eq!(dead[0].message.priority, 9);
+    assert_eq!(dead[0].dead_at, c.at(3 * LEASE.as_millis() as u64));
+    let s = q.stats().await.unwrap();
+    assert_eq!((s.backlog, s.leased, s.dead_letters), (1, 1, 1));
+    // A reschedule counts on top of an expiry: the two share one attempt count.
+    append(q, vec![msg("mixed").max_retries(2)]).await;
+    c.clock.advance(LEASE);
+    let l = q.lease(10).await.unwrap();
+    let mixed = l.iter().find(|l| l.message.payload == b"mixed").unwrap();
+    assert_eq!(mixed.message.attempts, 0);
+    c.clock.advance(LEASE);
+    let l = q.lease(10).await.unwrap();
+    let mixed = l.iter().find(|l| l.message.payload == b"mixed").unwrap();
+    assert_eq!(mixed.message.attempts, 1, "one expiry");
+    assert_eq!(
+        q.reschedule(mixed, c.at(0), "503").await.unwrap(),
+        Rescheduled::DeadLettered
+    );
+}
+
 async fn ack_removes_for_good_even_after_the_lease_expired(b: Backend) {
     let Some(c) = Ctx::new(b).await else { return };
     let q = c.q();
@@ -436,6 +508,7 @@ conformance!(
     lease_takes_at_most_max_in_order,
     nothing_is_delivered_before_its_retry_at,
     an_unacked_lease_comes_back_after_the_lease_timeout,
+    an_expired_lease_counts_an_attempt_and_poison_ends_in_the_dead_letters,
     ack_removes_for_good_even_after_the_lease_expired,
     a_payload_is_queued_once_while_a_copy_is_queued,
     reschedule_counts_attempts_keeps_the_error_and_delays,

@@ -232,6 +232,20 @@ fn embedded_kill_9_loses_no_returned_append_and_resurrects_no_ack() {
                     present.insert(m.id.0, String::from_utf8(m.payload).unwrap());
                 }
             }
+            // A lease the kill (or the 200 ms lease timeout) left unacked counts an attempt
+            // each time it expires, and ends in the dead letters after three: still there.
+            let mut after = None;
+            loop {
+                let page = q.dead_letters(after, 1000).await.unwrap();
+                let Some(last) = page.last() else { break };
+                after = Some(last.message.id);
+                for d in page {
+                    present.insert(
+                        d.message.id.0,
+                        String::from_utf8(d.message.payload).unwrap(),
+                    );
+                }
+            }
             if let Queue::Embedded(e) = &q {
                 e.close().await.unwrap();
             }

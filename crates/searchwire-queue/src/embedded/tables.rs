@@ -198,10 +198,7 @@ impl<'t> Tables<'t> {
             .collect::<std::result::Result<_, _>>()
             .map_err(super::storage)?;
         for id in expired {
-            self.end_lease(id)?;
-            if let Some(m) = self.message(id)? {
-                self.schedule(&m)?;
-            }
+            self.expire(id, now)?;
         }
         let due = due_keys(&self.schedule, now, max)?;
         let expires_at = now.saturating_add(lease_timeout);
@@ -229,6 +226,26 @@ impl<'t> Tables<'t> {
             });
         }
         Ok(out)
+    }
+
+    /// A lease that ran out without an ack, reschedule or dead-letter counts as a failed
+    /// attempt (its holder died, hung, or was killed by the message itself): back in the
+    /// schedule at its old `retry_at`, or a dead letter once the attempts are exhausted.
+    fn expire(&mut self, id: u64, now: Timestamp) -> Result<()> {
+        self.end_lease(id)?;
+        let Some(mut m) = self.message(id)? else {
+            return Ok(());
+        };
+        let attempts = m.attempts.saturating_add(1);
+        if crate::exhausted(attempts, m.max_retries) {
+            let reason = crate::lease_expired_reason(m.max_retries);
+            self.kill(MessageId(id), &reason, now, attempts)?;
+            return Ok(());
+        }
+        m.attempts = attempts;
+        m.last_error = Some(crate::LEASE_EXPIRED.to_owned());
+        self.put(&m)?;
+        self.schedule(&m)
     }
 
     pub(super) fn ack(&mut self, ids: &[MessageId]) -> Result<u64> {

@@ -42,7 +42,9 @@
 //! then expire leases identically and tests drive expiry with a manual clock. Each lease
 //! script first returns expired leases to `ready` (XACK + XDEL of the dead holder's entry),
 //! where they are leased again in their place in the delivery order — an XAUTOCLAIM would
-//! hand them to whoever claims first, ahead of higher-priority messages. The effect is the
+//! hand them to whoever claims first, ahead of higher-priority messages. Each expiry counts
+//! a failed attempt (a dead letter once `max_retries` is reached, as in the embedded
+//! backend). The effect is the
 //! same guarantee: a holder that dies loses nothing; its messages come back after the lease
 //! timeout. Machines sharing a queue need synchronized clocks (NTP): a skew shifts due
 //! times and lease ends by the skew.
@@ -432,7 +434,9 @@ impl RedisQueue {
         inv.arg(now.as_millis())
             .arg(max.min(MAX_LEASE))
             .arg(&self.config.options.consumer)
-            .arg(expires_at.as_millis());
+            .arg(expires_at.as_millis())
+            .arg(&now.as_millis().to_be_bytes()[..])
+            .arg(crate::LEASE_EXPIRED);
         let values: Vec<Value> = self.run("leasing", &inv).await?;
         let mut out = Vec::with_capacity(values.len() / 2);
         let mut it = values.into_iter();

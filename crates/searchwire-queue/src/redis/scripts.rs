@@ -36,6 +36,24 @@ local function lease_is(id, token)
   local inf = redis.call('HGET', INFLIGHT, id)
   return inf and split(inf)[2] == token
 end
+-- Big-endian u32 at byte i (1-based) of s, and its encoding.
+local function u32_at(s, i)
+  local a, b, c, d = string.byte(s, i, i + 3)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+local function u32(n)
+  return string.char(math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+    math.floor(n / 256) % 256, n % 256)
+end
+-- A record (layout: src/record.rs) with its attempts and last error replaced.
+local function with_attempt(rec, attempts, err)
+  local p = 68 -- the index's tag
+  if string.byte(rec, p) == 1 then p = p + 5 + u32_at(rec, p + 1) else p = p + 1 end
+  local q = p -- the last error's tag
+  if string.byte(rec, q) == 1 then q = q + 5 + u32_at(rec, q + 1) else q = q + 1 end
+  return string.sub(rec, 1, 27) .. u32(attempts) .. string.sub(rec, 32, p - 1) ..
+    '\1' .. u32(#err) .. err .. string.sub(rec, q)
+end
 -- Removes every trace of a queued message; returns whether it was queued.
 local function remove(id)
   local m = redis.call('HGET', META, id)
@@ -84,11 +102,32 @@ end
 return out
 "#;
 
-/// ARGV: group, now, max, consumer, expires_at. Moves due delayed messages and expired
-/// leases to the ready set, then leases the first `max` of it: XADD one entry each and
-/// XREADGROUP them into this consumer's pending list. Returns lease number, record pairs.
+/// ARGV: group, now, max, consumer, expires_at, now as 8 big-endian bytes (a dead letter's
+/// `dead_at`), the expired-lease error ([`crate::LEASE_EXPIRED`]). Moves due delayed
+/// messages to the ready set; an expired lease counts an attempt and goes back to the ready
+/// set, or to the dead letters once its attempts are exhausted (as the embedded backend
+/// does). Then leases the first `max` of the ready set: XADD one entry each and XREADGROUP
+/// them into this consumer's pending list. Returns lease number, record pairs.
 const LEASE: &str = r#"
 local now, max, consumer, expires = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
+local dead_at, expired_error = ARGV[6], ARGV[7]
+local function expire(id)
+  end_lease(id)
+  redis.call('ZREM', LEASES, id)
+  local rec, m = redis.call('HGET', MSG, id), redis.call('HGET', META, id)
+  if not (rec and m) then return end
+  local attempts = u32_at(rec, 28) + 1
+  local limit = math.max(u32_at(rec, 32), 1)
+  if attempts >= limit then
+    local reason = expired_error .. '; max_retries (' .. limit .. ') reached'
+    remove(id)
+    redis.call('HSET', DEADMSG, id, dead_at .. u32(#reason) .. reason .. with_attempt(rec, attempts, reason))
+    redis.call('ZADD', DEADIDS, id, id)
+  else
+    redis.call('HSET', MSG, id, with_attempt(rec, attempts, expired_error))
+    redis.call('ZADD', READY, 0, split(m)[2])
+  end
+end
 while true do
   local due = redis.call('ZRANGEBYSCORE', DELAYED, '-inf', now, 'LIMIT', 0, 500)
   if #due == 0 then break end
@@ -98,12 +137,7 @@ end
 while true do
   local expired = redis.call('ZRANGEBYSCORE', LEASES, '-inf', now, 'LIMIT', 0, 500)
   if #expired == 0 then break end
-  for _, id in ipairs(expired) do
-    end_lease(id)
-    redis.call('ZREM', LEASES, id)
-    local m = redis.call('HGET', META, id)
-    if m then redis.call('ZADD', READY, 0, split(m)[2]) end
-  end
+  for _, id in ipairs(expired) do expire(id) end
 end
 if max <= 0 then return {} end
 local keys = redis.call('ZRANGE', READY, 0, max - 1)
