@@ -6,6 +6,8 @@
 //!   cargo bench -p searchwire-queue --bench throughput
 //!   QUEUE_BENCH_N=20000 QUEUE_BENCH_RUNS=5 cargo bench -p searchwire-queue --bench throughput
 //!   SEARCHWIRE_TEST_REDIS=$(scripts/redis start) cargo bench -p searchwire-queue --bench throughput
+//!   QUEUE_BENCH_CONFIGS=1000x1,1000x4 cargo bench -p searchwire-queue --bench throughput
+//!   QUEUE_BENCH_PIPELINE=1 ...   # the consumer acks batch k while it leases batch k+1
 //!
 //! The embedded queue lives in a temporary directory under `target/` (a real disk: a tmpfs
 //! would make every sync free and the numbers meaningless).
@@ -62,6 +64,27 @@ async fn one_run(q: &Queue, n: usize, batch: usize, conc: usize, run: usize) -> 
     let append_s = start.elapsed().as_secs_f64();
     let start = Instant::now();
     let mut acked = 0;
+    if pipelined() {
+        // A consumer that acks batch k while it leases batch k+1 (one ack in flight), as a
+        // delivery loop does: the two calls can share a commit.
+        let mut leased = 0;
+        let mut in_flight: Option<tokio::task::JoinHandle<u64>> = None;
+        while leased < per_task * conc {
+            let leases = q.lease(LEASE_BATCH).await.unwrap();
+            assert!(!leases.is_empty(), "queue ran dry after {leased}");
+            leased += leases.len();
+            if let Some(h) = in_flight.take() {
+                acked += h.await.unwrap() as usize;
+            }
+            let ids: Vec<MessageId> = leases.iter().map(|l| l.id()).collect();
+            let q = q.clone();
+            in_flight = Some(tokio::spawn(async move { q.ack(&ids).await.unwrap() }));
+        }
+        if let Some(h) = in_flight {
+            acked += h.await.unwrap() as usize;
+        }
+        assert_eq!(acked, per_task * conc);
+    }
     while acked < per_task * conc {
         let leases = q.lease(LEASE_BATCH).await.unwrap();
         assert!(!leases.is_empty(), "queue ran dry after {acked}");
@@ -74,6 +97,11 @@ async fn one_run(q: &Queue, n: usize, batch: usize, conc: usize, run: usize) -> 
         ack_s,
         syncs: commits(q) - commits_before,
     }
+}
+
+/// QUEUE_BENCH_PIPELINE=1: the consumer acks batch k while it leases batch k+1.
+fn pipelined() -> bool {
+    std::env::var("QUEUE_BENCH_PIPELINE").as_deref() == Ok("1")
 }
 
 fn commits(q: &Queue) -> u64 {
@@ -142,10 +170,16 @@ fn main() {
         // (batch, concurrent tasks): one message per call from one task is the cost of a
         // sync per message; from 64 tasks, what group commit recovers; bigger batches, what a
         // bulk indexer handing over whole failed bulks gets.
-        let configs = [(1, 1), (1, 64), (10, 64), (100, 8), (1000, 1), (1000, 4)];
+        let all = [(1, 1), (1, 64), (10, 64), (100, 8), (1000, 1), (1000, 4)];
+        // QUEUE_BENCH_CONFIGS=1000x1,1000x4 runs only those (for profiling one of them).
+        let only = std::env::var("QUEUE_BENCH_CONFIGS").unwrap_or_default();
+        let configs: Vec<(usize, usize)> = all
+            .into_iter()
+            .filter(|(b, c)| only.is_empty() || only.split(',').any(|o| o == format!("{b}x{c}")))
+            .collect();
         header();
         let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
-        for (batch, conc) in configs {
+        for &(batch, conc) in &configs {
             // Fewer messages for the one-sync-per-message case: it is slow by design.
             let n = if batch * conc < 16 { n.min(2_000) } else { n };
             let dir = tempfile::tempdir_in(&target).unwrap();
@@ -157,7 +191,7 @@ fn main() {
         }
         match std::env::var("SEARCHWIRE_TEST_REDIS") {
             Ok(url) if !url.is_empty() => {
-                for (batch, conc) in configs {
+                for &(batch, conc) in &configs {
                     let mut c = RedisConfig::new(url.clone());
                     c.stream = format!("bench-{}-{batch}-{conc}", std::process::id());
                     let q = Queue::connect_redis(c).await.unwrap();

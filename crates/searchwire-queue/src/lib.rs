@@ -303,7 +303,9 @@ fn check_batch(batch: &[NewMessage]) -> Result<()> {
     Ok(())
 }
 
-/// The stored form of a new message.
+/// The stored form of a new message (the backends encode it directly with
+/// `record::encode_new`; this is what that encoding must equal).
+#[cfg(test)]
 fn message_from_new(n: &NewMessage, id: MessageId, hash: PayloadHash, now: Timestamp) -> Message {
     Message {
         id,

@@ -18,7 +18,7 @@
 
 use crate::clock::Timestamp;
 use crate::error::{Error, Result};
-use crate::message::{Message, MessageId, PayloadHash};
+use crate::message::{Message, MessageId, NewMessage, PayloadHash};
 
 const VERSION: u8 = 1;
 const FLAG_PENDING_SHUTDOWN: u8 = 1;
@@ -26,27 +26,80 @@ const FLAG_PENDING_SHUTDOWN: u8 = 1;
 #[cfg_attr(not(test), allow(dead_code))]
 pub(crate) const FLAGS_OFFSET: usize = 1;
 
+/// A record's fields, borrowed: what [`encode`] and [`encode_new`] write.
+struct Fields<'a> {
+    pending_shutdown: bool,
+    id: u64,
+    priority: u8,
+    retry_at: u64,
+    enqueued_at: u64,
+    attempts: u32,
+    max_retries: u32,
+    hash: &'a [u8; 32],
+    index: Option<&'a str>,
+    last_error: Option<&'a str>,
+    payload: &'a [u8],
+}
+
 /// Encodes `m`.
 pub(crate) fn encode(m: &Message) -> Vec<u8> {
-    let extra =
-        m.index.as_ref().map_or(0, String::len) + m.last_error.as_ref().map_or(0, String::len);
-    let mut out = Vec::with_capacity(67 + 10 + extra + 4 + m.payload.len());
+    write(&Fields {
+        pending_shutdown: m.pending_shutdown,
+        id: m.id.0,
+        priority: m.priority,
+        retry_at: m.retry_at.as_millis(),
+        enqueued_at: m.enqueued_at.as_millis(),
+        attempts: m.attempts,
+        max_retries: m.max_retries,
+        hash: &m.payload_hash.0,
+        index: m.index.as_deref(),
+        last_error: m.last_error.as_deref(),
+        payload: &m.payload,
+    })
+}
+
+/// Encodes the message [`crate::message_from_new`] would build, without building it (an
+/// append copies each payload once, into its record).
+pub(crate) fn encode_new(
+    n: &NewMessage,
+    id: MessageId,
+    hash: &PayloadHash,
+    now: Timestamp,
+) -> Vec<u8> {
+    write(&Fields {
+        pending_shutdown: false,
+        id: id.0,
+        priority: n.priority,
+        retry_at: n.retry_at.unwrap_or(now).as_millis(),
+        enqueued_at: now.as_millis(),
+        attempts: 0,
+        max_retries: n.max_retries,
+        hash: &hash.0,
+        index: n.index.as_deref(),
+        last_error: n.last_error.as_deref(),
+        payload: &n.payload,
+    })
+}
+
+fn write(f: &Fields<'_>) -> Vec<u8> {
+    let extra = f.index.map_or(0, str::len) + f.last_error.map_or(0, str::len);
+    let mut out = Vec::with_capacity(67 + 10 + extra + 4 + f.payload.len());
     out.push(VERSION);
-    out.push(if m.pending_shutdown {
+    out.push(if f.pending_shutdown {
         FLAG_PENDING_SHUTDOWN
     } else {
         0
     });
-    out.extend_from_slice(&m.id.0.to_be_bytes());
-    out.push(m.priority);
-    out.extend_from_slice(&m.retry_at.as_millis().to_be_bytes());
-    out.extend_from_slice(&m.enqueued_at.as_millis().to_be_bytes());
-    out.extend_from_slice(&m.attempts.to_be_bytes());
-    out.extend_from_slice(&m.max_retries.to_be_bytes());
-    out.extend_from_slice(&m.payload_hash.0);
-    put_opt_str(&mut out, m.index.as_deref());
-    put_opt_str(&mut out, m.last_error.as_deref());
-    put_bytes(&mut out, &m.payload);
+    out.extend_from_slice(&f.id.to_be_bytes());
+    out.push(f.priority);
+    out.extend_from_slice(&f.retry_at.to_be_bytes());
+    out.extend_from_slice(&f.enqueued_at.to_be_bytes());
+    out.extend_from_slice(&f.attempts.to_be_bytes());
+    out.extend_from_slice(&f.max_retries.to_be_bytes());
+    out.extend_from_slice(f.hash);
+    put_opt_str(&mut out, f.index);
+    put_opt_str(&mut out, f.last_error);
+    put_bytes(&mut out, f.payload);
     out
 }
 
@@ -84,6 +137,34 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Message> {
         index,
         last_error,
         pending_shutdown: flags & FLAG_PENDING_SHUTDOWN != 0,
+    })
+}
+
+/// What removing a message needs from its record, read without decoding the rest (the
+/// payload is not copied): its schedule key parts and payload hash.
+pub(crate) struct Header {
+    pub priority: u8,
+    pub retry_at: u64,
+    pub hash: [u8; 32],
+}
+
+/// Reads the [`Header`] of a record written by [`encode`].
+pub(crate) fn header(bytes: &[u8]) -> Result<Header> {
+    let mut r = Reader { bytes, pos: 0 };
+    let version = r.u8()?;
+    if version != VERSION {
+        return Err(Error::corrupt(format!("unknown record version {version}")));
+    }
+    r.take(1 + 8)?; // flags, id
+    let priority = r.u8()?;
+    let retry_at = r.u64()?;
+    r.take(8 + 4 + 4)?; // enqueued_at, attempts, max_retries
+    let mut hash = [0u8; 32];
+    hash.copy_from_slice(r.take(32)?);
+    Ok(Header {
+        priority,
+        retry_at,
+        hash,
     })
 }
 
@@ -203,6 +284,34 @@ mod tests {
         assert_eq!(d.message, m);
         assert_eq!(d.reason, "429 after 5 attempts");
         assert_eq!(d.dead_at, Timestamp::from_millis(7));
+    }
+
+    #[test]
+    fn a_new_message_encodes_as_the_message_it_becomes() {
+        let n = NewMessage::new(b"{}".to_vec())
+            .priority(3)
+            .index("i")
+            .retry_at(Timestamp::from_millis(5));
+        let (id, hash, now) = (
+            MessageId(9),
+            PayloadHash::of(b"{}"),
+            Timestamp::from_millis(4),
+        );
+        assert_eq!(
+            encode_new(&n, id, &hash, now),
+            encode(&crate::message_from_new(&n, id, hash, now))
+        );
+    }
+
+    #[test]
+    fn the_header_matches_the_full_decode() {
+        let m = sample();
+        let h = header(&encode(&m)).unwrap();
+        assert_eq!(
+            (h.priority, h.retry_at, h.hash),
+            (m.priority, m.retry_at.as_millis(), m.payload_hash.0)
+        );
+        assert!(header(&encode(&m)[..60]).is_err());
     }
 
     #[test]

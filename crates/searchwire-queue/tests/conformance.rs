@@ -195,6 +195,46 @@ async fn ack_removes_for_good_even_after_the_lease_expired(b: Backend) {
     assert_eq!(q.stats().await.unwrap().backlog, 0);
 }
 
+/// One ack call over a mix: leased, waiting (never leased), not due yet, unknown and
+/// repeated ids. Each queued one is removed with every trace (schedule, lease, hash).
+async fn one_ack_removes_leased_waiting_and_delayed_messages_alike(b: Backend) {
+    let Some(c) = Ctx::new(b).await else { return };
+    let q = c.q();
+    let ids = append(
+        q,
+        vec![
+            msg("leased"),
+            msg("waiting"),
+            msg("later").retry_at(c.at(10_000)),
+            msg("kept"),
+        ],
+    )
+    .await;
+    let l = q.lease(1).await.unwrap();
+    assert_eq!(l[0].id(), ids[0]);
+    let n = q
+        .ack(&[ids[0], ids[1], ids[2], MessageId(999_999), ids[0], ids[1]])
+        .await
+        .unwrap();
+    assert_eq!(
+        n, 3,
+        "three were queued; unknown and repeated ids count nothing"
+    );
+    let s = q.stats().await.unwrap();
+    assert_eq!((s.backlog, s.leased, s.due), (1, 0, 1));
+    c.clock.advance(LEASE * 2);
+    assert_eq!(leased_payloads(q, 10).await, ["kept"]);
+    // The hashes went with them: the same payloads are new messages again.
+    let again = q
+        .append(vec![msg("leased"), msg("waiting"), msg("later")])
+        .await
+        .unwrap();
+    assert!(
+        again.iter().all(|a| matches!(a, Appended::New(_))),
+        "{again:?}"
+    );
+}
+
 async fn a_payload_is_queued_once_while_a_copy_is_queued(b: Backend) {
     let Some(c) = Ctx::new(b).await else { return };
     let q = c.q();
@@ -511,6 +551,7 @@ conformance!(
     an_expired_lease_counts_an_attempt_and_poison_ends_in_the_dead_letters,
     ack_removes_for_good_even_after_the_lease_expired,
     a_payload_is_queued_once_while_a_copy_is_queued,
+    one_ack_removes_leased_waiting_and_delayed_messages_alike,
     reschedule_counts_attempts_keeps_the_error_and_delays,
     max_retries_moves_the_message_to_the_dead_letters_with_its_reason,
     a_lost_lease_cannot_reschedule_or_dead_letter,

@@ -124,28 +124,38 @@ impl<'t> Tables<'t> {
         Ok(Some(lease_no))
     }
 
-    /// Removes every trace of a queued message; returns it if it was queued.
-    fn remove(&mut self, id: u64) -> Result<Option<Message>> {
-        let Some(m) = self.message(id)? else {
-            return Ok(None);
+    /// Removes every trace of a queued message; returns `read(record)` if it was queued.
+    /// Only the record's header is decoded for the removal itself (an ack copies no
+    /// payload), and each table is touched once: `remove` hands back what it removed.
+    fn remove_with<T>(
+        &mut self,
+        id: u64,
+        read: impl FnOnce(&[u8]) -> Result<T>,
+    ) -> Result<Option<T>> {
+        let (h, out) = {
+            let Some(v) = self.messages.remove(id).map_err(super::storage)? else {
+                return Ok(None);
+            };
+            let bytes = v.value();
+            (record::header(bytes)?, read(bytes)?)
         };
-        self.messages.remove(id).map_err(super::storage)?;
         let owner = self
             .hashes
-            .get(m.payload_hash.0.as_slice())
+            .remove(h.hash.as_slice())
             .map_err(super::storage)?
             .map(|v| v.value());
-        if owner == Some(id) {
+        if let Some(other) = owner.filter(|&o| o != id) {
+            // The hash belongs to another queued copy: put it back.
             self.hashes
-                .remove(m.payload_hash.0.as_slice())
+                .insert(h.hash.as_slice(), other)
                 .map_err(super::storage)?;
         }
         if self.end_lease(id)?.is_none() {
             self.schedule
-                .remove(schedule_key(&m))
+                .remove((u8::MAX - h.priority, h.retry_at, id))
                 .map_err(super::storage)?;
         }
-        Ok(Some(m))
+        Ok(Some(out))
     }
 
     fn queued_hash(&self, h: &PayloadHash) -> Result<Option<u64>> {
@@ -175,8 +185,18 @@ impl<'t> Tables<'t> {
             }
             let id = MessageId(self.next_id);
             self.next_id += 1;
-            let m = crate::message_from_new(n, id, hash, now);
-            self.enqueue(&m)?;
+            let key = (
+                u8::MAX - n.priority,
+                n.retry_at.unwrap_or(now).as_millis(),
+                id.0,
+            );
+            self.messages
+                .insert(id.0, record::encode_new(n, id, &hash, now).as_slice())
+                .map_err(super::storage)?;
+            self.schedule.insert(key, ()).map_err(super::storage)?;
+            self.hashes
+                .insert(hash.0.as_slice(), id.0)
+                .map_err(super::storage)?;
             out.push(Appended::New(id));
         }
         Ok(out)
@@ -251,7 +271,7 @@ impl<'t> Tables<'t> {
     pub(super) fn ack(&mut self, ids: &[MessageId]) -> Result<u64> {
         let mut n = 0;
         for id in ids {
-            if self.remove(id.0)?.is_some() {
+            if self.remove_with(id.0, |_| Ok(()))?.is_some() {
                 n += 1;
             }
         }
@@ -296,7 +316,7 @@ impl<'t> Tables<'t> {
     }
 
     fn kill(&mut self, id: MessageId, reason: &str, now: Timestamp, attempts: u32) -> Result<()> {
-        if let Some(mut m) = self.remove(id.0)? {
+        if let Some(mut m) = self.remove_with(id.0, record::decode)? {
             m.attempts = attempts;
             m.last_error = Some(reason.to_owned());
             self.dead

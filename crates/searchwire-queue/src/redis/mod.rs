@@ -210,12 +210,37 @@ fn redis_err(what: &str, e: redis::RedisError) -> Error {
 
 /// The delivery-order member of `ready`/`delayed`.
 fn schedule_member(m: &Message) -> String {
+    member(m.priority, m.retry_at, m.id)
+}
+
+fn member(priority: u8, retry_at: Timestamp, id: MessageId) -> String {
     format!(
         "{:03}{:016}{:020}",
-        u8::MAX - m.priority,
-        m.retry_at.as_millis(),
-        m.id.0
+        u8::MAX - priority,
+        retry_at.as_millis(),
+        id.0
     )
+}
+
+/// One message as the append script takes it.
+struct Stored {
+    id: MessageId,
+    hash: PayloadHash,
+    member: String,
+    retry_at: Timestamp,
+    record: Vec<u8>,
+}
+
+impl Stored {
+    fn of(m: &Message) -> Self {
+        Stored {
+            id: m.id,
+            hash: m.payload_hash,
+            member: schedule_member(m),
+            retry_at: m.retry_at,
+            record: record::encode(m),
+        }
+    }
 }
 
 impl RedisQueue {
@@ -383,16 +408,20 @@ impl RedisQueue {
             .await
             .map_err(|e| redis_err("reserving message ids", e))?;
         let first = last + 1 - batch.len() as u64;
-        let messages: Vec<Message> = batch
+        let messages: Vec<Stored> = batch
             .iter()
             .enumerate()
             .map(|(i, n)| {
-                crate::message_from_new(
-                    n,
-                    MessageId(first + i as u64),
-                    PayloadHash::of(&n.payload),
-                    now,
-                )
+                let id = MessageId(first + i as u64);
+                let hash = PayloadHash::of(&n.payload);
+                let retry_at = n.retry_at.unwrap_or(now);
+                Stored {
+                    id,
+                    member: member(n.priority, retry_at, id),
+                    retry_at,
+                    record: record::encode_new(n, id, &hash, now),
+                    hash,
+                }
             })
             .collect();
         let results = self.store(&messages, now, false).await?;
@@ -407,17 +436,17 @@ impl RedisQueue {
     }
 
     /// Runs the append script over `messages` in pipelined chunks.
-    async fn store(&self, messages: &[Message], now: Timestamp, dead: bool) -> Result<Vec<String>> {
+    async fn store(&self, messages: &[Stored], now: Timestamp, dead: bool) -> Result<Vec<String>> {
         let mut pipe = redis::pipe();
         for chunk in messages.chunks(self.config.chunk) {
             let mut inv = self.invocation(&self.scripts.append);
             inv.arg(now.as_millis());
             for m in chunk {
                 inv.arg(m.id.0)
-                    .arg(m.payload_hash.to_hex())
-                    .arg(schedule_member(m))
+                    .arg(m.hash.to_hex())
+                    .arg(&m.member)
                     .arg(m.retry_at.as_millis())
-                    .arg(record::encode(m))
+                    .arg(&m.record)
                     .arg(if dead { "1" } else { "" });
             }
             pipe.add_command(inv);
@@ -461,11 +490,18 @@ impl RedisQueue {
         if ids.is_empty() {
             return Ok(0);
         }
-        let mut inv = self.invocation(&self.scripts.ack);
-        for id in ids {
-            inv.arg(id.0);
+        // One script call per chunk (Lua's `unpack` takes a few thousand values at most),
+        // all pipelined in one round trip.
+        let mut pipe = redis::pipe();
+        for chunk in ids.chunks(MAX_LEASE) {
+            let mut inv = self.invocation(&self.scripts.ack);
+            for id in chunk {
+                inv.arg(id.0);
+            }
+            pipe.add_command(inv);
         }
-        self.run("acknowledging", &inv).await
+        let counts: Vec<u64> = self.run_pipe("acknowledging", &pipe).await?;
+        Ok(counts.iter().sum())
     }
 
     /// See [`Queue::reschedule`](crate::Queue::reschedule).
@@ -599,10 +635,10 @@ impl RedisQueue {
             let page = self.dead_letters(after, self.config.chunk).await?;
             let Some(last) = page.last() else { break };
             after = Some(last.message.id);
-            let revived: Vec<Message> = page
+            let revived: Vec<Stored> = page
                 .into_iter()
                 .filter(|d| selection.contains(d.message.id))
-                .map(|d| crate::revived(d.message, now))
+                .map(|d| Stored::of(&crate::revived(d.message, now)))
                 .collect();
             for r in self.store(&revived, now, true).await? {
                 match parse_outcome(&r)?.0 {
