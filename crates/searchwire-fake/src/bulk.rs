@@ -52,6 +52,8 @@ pub struct StoredDoc {
     pub source: Bytes,
     /// 1 on creation, +1 per overwrite.
     pub version: u64,
+    /// The `_seq_no` of its last write: the write order within its index (one shard).
+    pub seq_no: u64,
 }
 
 #[derive(Default)]
@@ -440,6 +442,7 @@ impl State {
         let docs = self.indices.entry(index.clone()).or_default();
         let exists = docs.contains_key(&id);
         let version = docs.get(&id).map_or(1, |d| d.version + 1);
+        let next_seq = self.seq_nos.get(&index).copied().unwrap_or(0);
         let (status, result) = match op {
             "create" if exists => {
                 return out(
@@ -478,6 +481,7 @@ impl State {
                     StoredDoc {
                         source: source.unwrap_or_default(),
                         version,
+                        seq_no: next_seq,
                     },
                 );
                 *self.writes.entry((index.clone(), id.clone())).or_default() += 1;
