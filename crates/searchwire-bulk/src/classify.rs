@@ -143,6 +143,7 @@ mod tests {
                 kind: t.into(),
                 reason: "r".into(),
             }),
+            ..ItemResult::default()
         }
     }
 

@@ -83,6 +83,13 @@ pub const DECREASE_FACTOR: f64 = 0.5;
 pub const FILTER_PATH: &str =
     "errors,items.*.status,items.*.result,items.*.error.type,items.*.error.reason";
 
+/// The `filter_path` of a request that carries a tracked item
+/// ([`BulkIndexer::add_tracked`](crate::BulkIndexer::add_tracked)): [`FILTER_PATH`] plus
+/// `_version`, `_seq_no` and `_primary_term`, which a tracked item's outcome reports (a relay
+/// passes them on to its client). Three numbers more per item; still no `_shards`, `_index`,
+/// `_id` (the caller knows them) or error `caused_by`.
+pub const FILTER_PATH_TRACKED: &str = "errors,items.*.status,items.*.result,items.*.error.type,items.*.error.reason,items.*._version,items.*._seq_no,items.*._primary_term";
+
 fn rule(r: &ClassRule) -> String {
     format!(
         "{} ×{}, {} retries",
@@ -179,6 +186,11 @@ pub fn markdown_table() -> String {
             "filter_path",
             format!("`{FILTER_PATH}`"),
             "a 10,000-item response carries only what is read",
+        ),
+        (
+            "filter_path (tracked items)",
+            "the above + `items.*._version,items.*._seq_no,items.*._primary_term`".to_string(),
+            "only a request carrying a tracked item asks for what its outcome reports",
         ),
     ];
     let mut out = String::from("| setting | default | why |\n| --- | --- | --- |\n");

@@ -29,8 +29,12 @@ use crate::indexer::{Config, Shared};
 use crate::response::{BulkResponse, ItemResult};
 use crate::sink::{self, DeadLetterSink, FailedItem, FailureReason, RetrySink};
 use crate::stats::Stats;
+use crate::tracked::{ItemOutcome, WrittenItem};
 
 pub(crate) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
+
+/// The shortest timeout a request gets when the item deadline of its oldest item is near.
+const MIN_REQUEST_TIMEOUT: Duration = Duration::from_millis(10);
 
 pub(crate) enum Cmd {
     Add(Box<Item>),
@@ -60,7 +64,18 @@ pub(crate) struct Item {
     attempts: u32,
     /// When the driver received it (the item deadline counts from here).
     added: Option<Instant>,
+    /// A tracked item's outcome goes here instead of to a sink.
+    tracker: Option<oneshot::Sender<ItemOutcome>>,
     _permits: Permits,
+}
+
+/// How an item is given up on.
+#[derive(Clone, Copy, Debug)]
+enum GiveUp {
+    /// Failed for good: the item, or the whole request it was in, was refused.
+    Failed { whole_request: bool },
+    /// Undeliverable now: retries or the item deadline ran out on this class.
+    Undeliverable(RetryClass),
 }
 
 impl Item {
@@ -71,6 +86,7 @@ impl Item {
         action: Action,
         id_assigned: bool,
         permits: Permits,
+        tracker: Option<oneshot::Sender<ItemOutcome>>,
     ) -> Item {
         Item {
             seq,
@@ -82,6 +98,7 @@ impl Item {
             retries: [0; 3],
             attempts: 0,
             added: None,
+            tracker,
             _permits: permits,
         }
     }
@@ -293,6 +310,9 @@ impl Driver {
     }
 
     fn dispatch(&mut self, now: Instant) {
+        if let Some(limit) = self.cfg.item_deadline {
+            self.expire(now, limit);
+        }
         while self.tasks.len() < self.aimd.limit()
             && (!self.ready.is_empty() || self.buffer_due(now))
         {
@@ -308,6 +328,50 @@ impl Driver {
         }
     }
 
+    /// Gives up on waiting items whose deadline passed before they could be sent (the
+    /// breaker is open, or every request slot is busy). Looks only at the fronts of the
+    /// retry queue and the buffer, where the oldest items are; an expired item further back
+    /// is sent with the smallest request timeout and given up after it.
+    fn expire(&mut self, now: Instant, limit: Duration) {
+        let expired =
+            |it: Option<&Item>| it.and_then(|i| i.added).is_some_and(|a| now >= a + limit);
+        let mut open = None;
+        loop {
+            let it = if expired(self.ready.front()) {
+                self.ready.pop_front()
+            } else if expired(self.buffer.front()) {
+                let it = self.buffer.pop_front();
+                if let Some(i) = &it {
+                    self.buffer_bytes -= i.lines.len();
+                }
+                if self.buffer.is_empty() {
+                    self.buffer_since = None;
+                }
+                it
+            } else {
+                None
+            };
+            let Some(it) = it else { return };
+            let open =
+                *open.get_or_insert_with(|| self.client.breaker_state() == BreakerState::Open);
+            let (class, why) = if open {
+                (RetryClass::Connection, "the circuit breaker is open")
+            } else {
+                (
+                    RetryClass::Unavailable,
+                    "every request slot stayed busy (a slow cluster)",
+                )
+            };
+            let reason = FailureReason {
+                status: None,
+                error_type: "deadline_exceeded".into(),
+                reason: format!("not sent within the item deadline ({limit:?} after add): {why}"),
+                retry_class: Some(class.as_str()),
+            };
+            self.give_up(it, reason, GiveUp::Undeliverable(class));
+        }
+    }
+
     fn next_wake(&self) -> Option<Instant> {
         let has_work = !self.ready.is_empty() || !self.buffer.is_empty();
         let mut wake = self.delayed.keys().next().copied();
@@ -318,6 +382,13 @@ impl Driver {
             } else if let Some(since) = self.buffer_since {
                 if !self.buffer.is_empty() {
                     consider(since + self.cfg.flush_interval);
+                }
+            }
+        }
+        if let Some(limit) = self.cfg.item_deadline {
+            for front in [self.ready.front(), self.buffer.front()] {
+                if let Some(added) = front.and_then(|i| i.added) {
+                    consider(added + limit);
                 }
             }
         }
@@ -363,12 +434,26 @@ impl Driver {
         }
         let body = body.freeze();
         self.shared.counters.request_sent(body.len());
+        // No request outlives the item deadline of the oldest item it carries.
+        let mut timeout = self.cfg.request_timeout;
+        if let Some(limit) = self.cfg.item_deadline {
+            if let Some(oldest) = items.iter().filter_map(|i| i.added).min() {
+                let left = (oldest + limit).saturating_duration_since(Instant::now());
+                timeout = timeout.min(left.max(MIN_REQUEST_TIMEOUT));
+            }
+        }
         let mut req = Request::post("/_bulk")
             .body_with_type(body, "application/x-ndjson")
-            .timeout(self.cfg.request_timeout)
+            .timeout(timeout)
             .idempotent(false);
         if self.cfg.filter_path {
-            req = req.query("filter_path", crate::defaults::FILTER_PATH);
+            let tracked = items.iter().any(|i| i.tracker.is_some());
+            let fp = if tracked {
+                crate::defaults::FILTER_PATH_TRACKED
+            } else {
+                crate::defaults::FILTER_PATH
+            };
+            req = req.query("filter_path", fp);
         }
         if let Some(t) = self.cfg.attempt_timeout {
             req = req.attempt_timeout(t);
@@ -433,7 +518,10 @@ impl Driver {
                     }
                     None => {
                         for it in items {
-                            self.give_up(it, reason.clone(), false);
+                            let how = GiveUp::Failed {
+                                whole_request: true,
+                            };
+                            self.give_up(it, reason.clone(), how);
                         }
                         (false, false)
                     }
@@ -464,7 +552,20 @@ impl Driver {
             match classify::item(ctx, &r) {
                 Verdict::Ok(w) => {
                     self.shared.counters.written(w, 1);
+                    let mut it = it;
+                    let tracker = it.tracker.take();
+                    let attempts = it.attempts;
                     self.finish(it);
+                    if let Some(t) = tracker {
+                        let _ = t.send(ItemOutcome::Written(WrittenItem {
+                            status: r.status,
+                            result: w,
+                            version: r.version,
+                            seq_no: r.seq_no,
+                            primary_term: r.primary_term,
+                            attempts,
+                        }));
+                    }
                 }
                 Verdict::Retry(c) => {
                     let mut it = it;
@@ -474,7 +575,12 @@ impl Driver {
                     }
                     by_class[c.index()].push((it, reason_of(&r)));
                 }
-                Verdict::Fail => self.give_up(it, reason_of(&r), false),
+                Verdict::Fail => {
+                    let how = GiveUp::Failed {
+                        whole_request: false,
+                    };
+                    self.give_up(it, reason_of(&r), how)
+                }
             }
         }
         let throttled = !by_class[0].is_empty();
@@ -546,15 +652,31 @@ impl Driver {
         for (it, reason) in exhausted {
             let retries = it.retries[class.index()];
             let r = sink::exhausted(class, &reason, retries);
-            self.give_up(it, r, true);
+            self.give_up(it, r, GiveUp::Undeliverable(class));
         }
         for (it, reason) in late {
             let r = sink::past_deadline(class, &reason, self.cfg.item_deadline);
-            self.give_up(it, r, true);
+            self.give_up(it, r, GiveUp::Undeliverable(class));
         }
     }
 
-    fn give_up(&mut self, it: Item, reason: FailureReason, retryable: bool) {
+    fn give_up(&mut self, mut it: Item, reason: FailureReason, how: GiveUp) {
+        if let Some(tracker) = it.tracker.take() {
+            // The caller owns a tracked item: its outcome, no sink.
+            self.shared
+                .counters
+                .tracked_gave_up(matches!(how, GiveUp::Undeliverable(_)));
+            self.finish(it);
+            let _ = tracker.send(match how {
+                GiveUp::Failed { whole_request } => ItemOutcome::Failed {
+                    reason,
+                    whole_request,
+                },
+                GiveUp::Undeliverable(class) => ItemOutcome::Undeliverable { class, reason },
+            });
+            return;
+        }
+        let retryable = matches!(how, GiveUp::Undeliverable(_));
         let failed = FailedItem {
             seq: it.seq,
             action: it.action.clone(),

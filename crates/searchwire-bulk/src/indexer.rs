@@ -16,6 +16,7 @@ use crate::defaults;
 use crate::driver::{self, Cmd, Item};
 use crate::sink::{DeadLetterSink, LogDeadLetters, RetrySink};
 use crate::stats::{Counters, Stats};
+use crate::tracked::{EncodedAction, ItemOutcome, ItemTicket};
 
 /// Why `add` or `try_add` refused an action.
 #[derive(Debug)]
@@ -187,7 +188,10 @@ impl BulkIndexerBuilder {
 
     /// Gives up on an item (retryable: to the retry sink, else the dead letters) when its
     /// next retry would start more than `d` after it was added (default: none — the class
-    /// retry limits end it). Bounds how long an item can keep its place in the buffer.
+    /// retry limits end it). Bounds how long an item can keep its place in the buffer: a
+    /// request carrying it gets at most the time its oldest item has left, and an item that
+    /// could not be sent in time (breaker open, every request slot busy) is given up too.
+    /// Keep it well above `flush_interval`, or a lone item expires before its batch is sent.
     pub fn item_deadline(mut self, d: Duration) -> Self {
         self.cfg.item_deadline = Some(d);
         self
@@ -357,11 +361,44 @@ impl BulkIndexer {
     /// [`acknowledged_below`](Self::acknowledged_below). An action without an id gets
     /// one here, before it is ever sent.
     pub async fn add(&self, action: Action) -> Result<u64, AddError> {
-        let cost = self.cost(&action);
+        let permits = self.permits(self.cost(&action)).await?;
+        self.submit(action, permits, None)
+    }
+
+    /// Adds an action like [`add`](Self::add) (waiting while the indexer is full) and
+    /// returns a ticket that resolves to its final [`ItemOutcome`]. The item never goes to
+    /// a sink: the caller owns it (see [`crate::ItemTicket`]).
+    pub async fn add_tracked(&self, action: Action) -> Result<ItemTicket, AddError> {
+        let permits = self.permits(self.cost(&action)).await?;
+        let (tx, rx) = oneshot::channel();
+        let seq = self.submit(action, permits, Some(tx))?;
+        Ok(ItemTicket::new(seq, rx))
+    }
+
+    /// Adds an action the caller already encoded (sent as its lines are), tracked like
+    /// [`add_tracked`](Self::add_tracked).
+    pub async fn add_tracked_encoded(&self, action: EncodedAction) -> Result<ItemTicket, AddError> {
+        let cost = (action.lines.len() + 64).min(self.max_pending_bytes) as u32;
+        let permits = self.permits(cost).await?;
+        let key = (!action.unique_id).then(|| driver::key(&action.index, &action.id));
+        let mut meta = Action::with_op(action.op, action.index).id(action.id);
+        if let Some((v, t)) = action.version {
+            meta = meta.version(v, t);
+        }
+        let (tx, rx) = oneshot::channel::<ItemOutcome>();
+        let (lines, unique) = (action.lines, action.unique_id);
+        let len = lines.len();
+        let seq = self.enqueue(len, |seq| {
+            Item::new(seq, key, lines, meta, unique, permits, Some(tx))
+        })?;
+        Ok(ItemTicket::new(seq, rx))
+    }
+
+    async fn permits(&self, cost: u32) -> Result<driver::Permits, AddError> {
         let actions = self.shared.actions.clone().acquire_owned().await;
         let bytes = self.shared.bytes.clone().acquire_many_owned(cost).await;
         match (actions, bytes) {
-            (Ok(a), Ok(b)) => self.submit(action, (a, b)),
+            (Ok(a), Ok(b)) => Ok((a, b)),
             _ => Err(AddError::Closed),
         }
     }
@@ -375,10 +412,15 @@ impl BulkIndexer {
         let Ok(b) = self.shared.bytes.clone().try_acquire_many_owned(cost) else {
             return Err(AddError::Full(Box::new(action)));
         };
-        self.submit(action, (a, b))
+        self.submit(action, (a, b), None)
     }
 
-    fn submit(&self, mut action: Action, permits: driver::Permits) -> Result<u64, AddError> {
+    fn submit(
+        &self,
+        mut action: Action,
+        permits: driver::Permits,
+        tracker: Option<oneshot::Sender<ItemOutcome>>,
+    ) -> Result<u64, AddError> {
         let (lines, id_assigned) = action.prepare(self.ids).map_err(AddError::Invalid)?;
         // An id the indexer made up (UUIDv7) cannot collide with another action: no need
         // to track it for same-id ordering.
@@ -391,12 +433,19 @@ impl BulkIndexer {
             let end = len.saturating_sub(1);
             action.source = Some(lines.slice(end.saturating_sub(src_len)..end));
         }
+        self.enqueue(len, |seq| {
+            Item::new(seq, key, lines, action, id_assigned, permits, tracker)
+        })
+    }
+
+    /// Numbers the item and hands it to the driver, in `add` order.
+    fn enqueue(&self, len: usize, make: impl FnOnce(u64) -> Item) -> Result<u64, AddError> {
         let mut s = self.sender.lock().map_err(|_| AddError::Closed)?;
         let seq = s.next_seq;
         let Some(tx) = &s.tx else {
             return Err(AddError::Closed);
         };
-        let item = Item::new(seq, key, lines, action, id_assigned, permits);
+        let item = make(seq);
         // Counted before the driver can see (and finish) it.
         self.shared.counters.added(len);
         if tx.send(Cmd::Add(Box::new(item))).is_err() {

@@ -19,6 +19,10 @@
 //!   (a later one waits until the earlier one is finished).
 //! - **Adaptive concurrency** (AIMD, see `concurrency`): throttling halves the requests in
 //!   flight, clean rounds add one back.
+//! - **Per-item outcomes** when the caller wants them: [`BulkIndexer::add_tracked`] returns
+//!   an [`ItemTicket`] that resolves to the item's [`ItemOutcome`] (written with its
+//!   `_version`/`_seq_no`, failed for good, or undeliverable now); tracked items never go to
+//!   a sink — the caller owns them.
 //! - **Observable**: [`BulkIndexer::stats`], `searchwire_bulk_*` metrics, and a log line per
 //!   retry with `retry_id`, `attempt`, `cluster`, `index`, `failed_docs`.
 //!
@@ -65,6 +69,7 @@ mod indexer;
 mod response;
 mod sink;
 mod stats;
+mod tracked;
 
 pub use action::{content_hash, Action, IdScheme, OpType, VersionType};
 pub use backoff::{ClassRule, RetryPolicy};
@@ -73,3 +78,4 @@ pub use indexer::{AddError, BulkIndexer, BulkIndexerBuilder, ConfigError};
 pub use response::{BulkResponse, ItemError, ItemResult};
 pub use sink::{DeadLetterSink, FailedItem, FailureReason, LogDeadLetters, RetrySink, SinkError};
 pub use stats::Stats;
+pub use tracked::{EncodedAction, ItemOutcome, ItemTicket, WrittenItem};

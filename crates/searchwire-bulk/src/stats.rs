@@ -33,6 +33,10 @@ pub struct Stats {
     pub dead_lettered: u64,
     /// Items handed to the retry sink.
     pub handed_to_retry_sink: u64,
+    /// Tracked items that failed for good (their ticket said so; no sink was called).
+    pub tracked_failed: u64,
+    /// Tracked items undeliverable now (their ticket said so; no sink was called).
+    pub tracked_undeliverable: u64,
     /// Sink calls that returned an error.
     pub sink_errors: u64,
     /// Bytes of bulk request bodies sent (retries included).
@@ -63,6 +67,8 @@ pub(crate) struct Counters {
     retried: [AtomicU64; 3],
     dead_lettered: AtomicU64,
     retry_sink: AtomicU64,
+    tracked_failed: AtomicU64,
+    tracked_undeliverable: AtomicU64,
     sink_errors: AtomicU64,
     bytes_sent: AtomicU64,
     requests: AtomicU64,
@@ -135,6 +141,17 @@ impl Counters {
         metrics::counter!("searchwire_bulk_docs_retry_sink_total").increment(1);
     }
 
+    /// A tracked item given up on: its outcome went to its ticket.
+    pub(crate) fn tracked_gave_up(&self, undeliverable: bool) {
+        let (c, outcome) = if undeliverable {
+            (&self.tracked_undeliverable, "undeliverable")
+        } else {
+            (&self.tracked_failed, "failed")
+        };
+        c.fetch_add(1, R);
+        metrics::counter!("searchwire_bulk_docs_tracked_total", "outcome" => outcome).increment(1);
+    }
+
     pub(crate) fn sink_error(&self) {
         self.sink_errors.fetch_add(1, R);
         metrics::counter!("searchwire_bulk_sink_errors_total").increment(1);
@@ -179,6 +196,8 @@ impl Counters {
             retried_connection: self.retried[2].load(R),
             dead_lettered: self.dead_lettered.load(R),
             handed_to_retry_sink: self.retry_sink.load(R),
+            tracked_failed: self.tracked_failed.load(R),
+            tracked_undeliverable: self.tracked_undeliverable.load(R),
             sink_errors: self.sink_errors.load(R),
             bytes_sent: self.bytes_sent.load(R),
             requests: self.requests.load(R),

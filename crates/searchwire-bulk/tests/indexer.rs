@@ -547,32 +547,9 @@ async fn invalid_actions_are_refused_before_sending() {
 #[tokio::test(start_paused = true)]
 async fn nothing_is_sent_while_the_transport_breaker_is_open() {
     let s = setup(1).await;
-    let client = searchwire::Client::builder()
-        .nodes(s.cluster.urls())
-        .max_retries(0)
-        .health_refresh(false)
-        .read_environment(false)
-        .circuit_breaker(searchwire::BreakerConfig {
-            window: Duration::from_secs(60),
-            min_requests: 4,
-            failure_rate: 0.5,
-            cool_down: Duration::from_secs(2),
-            max_cool_down: Duration::from_secs(2),
-            probes: 1,
-        })
-        .build()
-        .unwrap();
+    let client = support::open_breaker(&s, Duration::from_secs(2)).await;
     let node = s.cluster.node(0);
-    node.on(
-        searchwire_fake::Match::Path("/fail".into()),
-        Behavior::status(503),
-    );
-    for _ in 0..4 {
-        let _ = client.send(searchwire::Request::get("/fail")).await;
-    }
-    assert_eq!(client.breaker_state(), searchwire::BreakerState::Open);
     let opened = Instant::now();
-    node.clear_requests();
     let ix = indexer(&client).build().unwrap();
     ix.add(Action::create("b").id("1").json(&doc(1)))
         .await

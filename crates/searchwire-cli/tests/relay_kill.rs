@@ -1,5 +1,7 @@
 //! `searchwire relay` SIGKILLed at random moments under a load of bulk requests (against the
-//! in-process fake cluster, which throttles every 7th item so part of the load is queued):
+//! in-process fake cluster, which throttles every 7th item in even rounds — the relay's first
+//! try retries those within its budget — and every item in odd rounds, so part of the load is
+//! queued):
 //! after a restart drains the queue, every item the relay acknowledged is in the store, and
 //! written exactly once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -26,6 +28,8 @@ async fn every_acknowledged_item_lands_exactly_once_across_kill_9() {
     // A seeded sequence of kill moments (no randomness to reproduce).
     let mut seed: u64 = 0x5eed_2026;
     for round in 0..6 {
+        let every = if round % 2 == 1 { 1 } else { 7 };
+        bulk.fault_every(Some((every, BulkFault::Throttle)));
         let relay = spawn_relay(&urls, dir.path(), port, &["--live-budget", "1s"]).await;
         let stop = Arc::new(AtomicBool::new(false));
         let spec = Load {
@@ -40,7 +44,9 @@ async fn every_acknowledged_item_lands_exactly_once_across_kill_9() {
         seed = seed
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        let after = Duration::from_millis(150 + (seed >> 33) % 600);
+        // Odd rounds: past the 1 s live budget, so answers with queued items arrive.
+        let base = if round % 2 == 1 { 1100 } else { 150 };
+        let after = Duration::from_millis(base + (seed >> 33) % 600);
         tokio::time::sleep(after).await;
         let mut child = relay.child;
         child.start_kill().unwrap(); // SIGKILL

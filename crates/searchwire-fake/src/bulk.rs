@@ -52,6 +52,8 @@ pub struct StoredDoc {
     pub source: Bytes,
     /// 1 on creation, +1 per overwrite.
     pub version: u64,
+    /// The `_seq_no` of its last write: the write order within its index (one shard).
+    pub seq_no: u64,
 }
 
 #[derive(Default)]
@@ -70,6 +72,8 @@ struct State {
     delay: Option<Duration>,
     batch_sizes: Vec<usize>,
     filter_paths: Vec<Option<String>>,
+    /// The next `_seq_no` per index (one shard per index: write order).
+    seq_nos: HashMap<String, u64>,
 }
 
 /// The shared `_bulk` store and fault script. Cheap to clone; clones share everything.
@@ -292,12 +296,24 @@ impl FakeBulk {
         st.batch_sizes.push(items.len());
         let errors = items.iter().any(|v| v.1 >= 300);
         let filtered = filter.is_some();
+        // The item fields the filter names (`items.*.status`, `items.*.error.type`, ...).
+        let kept: Vec<String> = filter
+            .as_deref()
+            .unwrap_or("")
+            .replace("%2C", ",")
+            .replace("%2c", ",")
+            .replace("%2A", "*")
+            .replace("%2a", "*")
+            .split(',')
+            .filter_map(|f| f.strip_prefix("items.*."))
+            .map(|f| f.split('.').next().unwrap_or(f).to_owned())
+            .collect();
         let items: Vec<Value> = items
             .into_iter()
             .map(|(op, _status, mut body)| {
                 if filtered {
                     if let Some(o) = body.as_object_mut() {
-                        o.retain(|k, _| matches!(k.as_str(), "status" | "result" | "error"));
+                        o.retain(|k, _| kept.iter().any(|f| f == k));
                     }
                 }
                 json!({ op: body })
@@ -425,6 +441,8 @@ impl State {
         }
         let docs = self.indices.entry(index.clone()).or_default();
         let exists = docs.contains_key(&id);
+        let version = docs.get(&id).map_or(1, |d| d.version + 1);
+        let next_seq = self.seq_nos.get(&index).copied().unwrap_or(0);
         let (status, result) = match op {
             "create" if exists => {
                 return out(
@@ -458,12 +476,12 @@ impl State {
                 );
             }
             _ => {
-                let version = docs.get(&id).map_or(1, |d| d.version + 1);
                 docs.insert(
                     id.clone(),
                     StoredDoc {
                         source: source.unwrap_or_default(),
                         version,
+                        seq_no: next_seq,
                     },
                 );
                 *self.writes.entry((index.clone(), id.clone())).or_default() += 1;
@@ -474,11 +492,15 @@ impl State {
                 }
             }
         };
+        let seq = self.seq_nos.entry(index.clone()).or_default();
+        let seq_no = *seq;
+        *seq += 1;
         out(
             status,
             json!({
-                "_index": index, "_id": id, "_version": 1, "result": result, "status": status,
+                "_index": index, "_id": id, "_version": version, "result": result, "status": status,
                 "_shards": { "total": 2, "successful": 2, "failed": 0 },
+                "_seq_no": seq_no, "_primary_term": 1,
             }),
         )
     }

@@ -29,7 +29,7 @@ async fn stores_documents_and_answers_create_conflicts_per_item() -> TestResult 
     // The other node shares the store: the same create conflicts there.
     let r = bulk(
         &mut Conn::open(cluster.node(1)).await?,
-        "?filter_path=items.*.status",
+        "?filter_path=items.*.status,items.*.error.type",
         body,
     )
     .await?;

@@ -1,6 +1,6 @@
-//! `POST /_bulk`: try the cluster once, within the live budget; queue durably what it could
-//! not take now; answer in OpenSearch's bulk format only after every item is indexed,
-//! failed for good, or durably queued.
+//! `POST /_bulk`: try the cluster through the live bulk indexer, within the live budget;
+//! queue durably what it could not take now (one batch append); answer in OpenSearch's bulk
+//! format only after every item is indexed, failed for good, or durably queued.
 
 use tokio::time::Instant;
 
@@ -11,7 +11,7 @@ use searchwire_queue::NewMessage;
 use serde_json::{json, Map, Value};
 
 use crate::ndjson::{self, Defaults, Item};
-use crate::send::{self, ItemOutcome, SendOutcome};
+use crate::send::{self, error_body, Verdict};
 use crate::state::Shared;
 
 /// The result a queued item reports. Its status is 200: the relay has taken responsibility
@@ -54,7 +54,9 @@ pub struct BulkRequest {
     pub body: Bytes,
     /// `_index`, `routing`, `pipeline` defaults.
     pub defaults: Defaults,
-    /// Passed on to the first try (`timeout`, `wait_for_active_shards`).
+    /// `timeout`, `wait_for_active_shards` as the client sent them. Accepted but not passed
+    /// on: the first try goes through the relay's shared bulk indexer (items of many client
+    /// requests in one `_bulk`), whose time is bounded by the live budget.
     pub query: Vec<(String, String)>,
     /// `X-Searchwire-Priority`.
     pub priority: Option<u8>,
@@ -74,31 +76,38 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
     let cfg = &shared.config;
     let refs: Vec<&Item> = items.iter().collect();
     let outcomes = if cfg.queue_only {
-        vec![ItemOutcome::Retry("queue-only relay".into()); items.len()]
+        vec![Verdict::Retry("queue-only relay".into()); items.len()]
     } else if shared.client.breaker_state() == BreakerState::Open {
         vec![
-            ItemOutcome::Retry("circuit_open: the cluster circuit breaker is open".into());
+            Verdict::Retry("circuit_open: the cluster circuit breaker is open".into());
             items.len()
         ]
     } else {
-        match send::send(&shared.client, &refs, cfg.live_budget, &req.query).await {
-            SendOutcome::Items(v) => v,
-            SendOutcome::Retry(r) => vec![ItemOutcome::Retry(r); items.len()],
-            SendOutcome::Rejected { status, body } => {
-                metrics::counter!("searchwire_relay_requests_total", "result" => "rejected")
-                    .increment(1);
-                return Answer {
-                    status: StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY),
-                    body,
-                };
-            }
-        }
+        send::submit(&shared.live, &refs).await
     };
+    // The cluster refused every item's request as a whole (credentials, ...): its answer
+    // is the answer, as if the client had sent the request to it; nothing is queued.
+    if let Some(Verdict::Rejected {
+        status,
+        kind,
+        reason,
+    }) = outcomes.first()
+    {
+        if outcomes
+            .iter()
+            .all(|o| matches!(o, Verdict::Rejected { .. }))
+        {
+            metrics::counter!("searchwire_relay_requests_total", "result" => "rejected")
+                .increment(1);
+            let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY);
+            return Answer::error(status, kind, reason);
+        }
+    }
     let now = shared.queue.options().clock.now();
     let retry_at = now.saturating_add(cfg.retry_base);
     let mut batch = Vec::new();
     for (item, outcome) in items.iter().zip(&outcomes) {
-        if let ItemOutcome::Retry(reason) = outcome {
+        if let Verdict::Retry(reason) = outcome {
             batch.push(
                 NewMessage::new(item.encode())
                     .priority(cfg.priority(req.priority, item.index()))
@@ -129,7 +138,18 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
     let (mut indexed, mut failed, mut queued_n, mut unqueued) = (0u64, 0u64, 0u64, 0u64);
     for (item, outcome) in items.iter().zip(outcomes) {
         let body = match outcome {
-            ItemOutcome::Done { status, body } => {
+            // Refused with a request of other items that were not all refused: the refusal
+            // is this item's answer.
+            Verdict::Rejected {
+                status,
+                kind,
+                reason,
+            } => {
+                errors = true;
+                failed += 1;
+                error_body(item, status, &kind, &reason)
+            }
+            Verdict::Done { status, body } => {
                 if status >= 300 {
                     errors = true;
                     failed += 1;
@@ -138,7 +158,7 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
                 }
                 body
             }
-            ItemOutcome::Retry(_) => match &queued {
+            Verdict::Retry(_) => match &queued {
                 Ok(()) => {
                     queued_n += 1;
                     queued_item(item)
@@ -146,7 +166,7 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
                 Err(e) => {
                     errors = true;
                     unqueued += 1;
-                    error_item(item, 503, "searchwire_queue_unavailable", &format!(
+                    error_body(item, 503, "searchwire_queue_unavailable", &format!(
                         "the cluster could not take this item now and the relay's queue failed ({e}); send it again"
                     ))
                 }
@@ -182,15 +202,6 @@ fn queued_item(item: &Item) -> Map<String, Value> {
     m.insert("_id".into(), Value::String(item.id().to_owned()));
     m.insert("result".into(), Value::String(QUEUED.into()));
     m.insert("status".into(), json!(200));
-    m
-}
-
-fn error_item(item: &Item, status: u16, kind: &str, reason: &str) -> Map<String, Value> {
-    let mut m = Map::new();
-    m.insert("_index".into(), Value::String(item.index().to_owned()));
-    m.insert("_id".into(), Value::String(item.id().to_owned()));
-    m.insert("status".into(), json!(status));
-    m.insert("error".into(), json!({"type": kind, "reason": reason}));
     m
 }
 

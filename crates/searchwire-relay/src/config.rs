@@ -40,6 +40,13 @@ pub const MAX_CONNECTIONS: usize = 1024;
 pub const LEASE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How often the delivery loop looks for due messages when idle, or at the breaker while open.
 pub const IDLE_POLL: Duration = Duration::from_millis(500);
+/// Bulk requests in flight at most per bulk indexer (the live one and the delivery one), the
+/// bulk indexer's default: the adaptive limit (AIMD) stays at or below it and halves on 429.
+pub const BULK_CONCURRENCY: usize = searchwire_bulk::defaults::MAX_CONCURRENCY;
+/// How long an indexer waits for more items before it sends a partly filled batch: short,
+/// because a client waits for its answer; items of concurrent requests that arrive while every
+/// request slot is busy share the next `_bulk` anyway.
+pub const BULK_LINGER: Duration = Duration::from_millis(2);
 
 fn secs(d: Duration) -> String {
     if d.subsec_millis() == 0 {
@@ -121,6 +128,16 @@ pub fn defaults() -> Vec<(&'static str, String, &'static str)> {
             "idle poll",
             secs(IDLE_POLL),
             "how soon an idle delivery loop sees due messages",
+        ),
+        (
+            "bulk concurrency",
+            BULK_CONCURRENCY.to_string(),
+            "bulk requests in flight per indexer (live, delivery); adaptive below, halved on 429",
+        ),
+        (
+            "bulk linger",
+            secs(BULK_LINGER),
+            "a partly filled batch waits this long for more items; a client is waiting",
         ),
     ]
 }
@@ -210,6 +227,8 @@ pub struct RelayConfig {
     pub queue_only: bool,
     /// Run the delivery loop (off: this relay only accepts and queues).
     pub deliver: bool,
+    /// Default [`BULK_CONCURRENCY`].
+    pub bulk_concurrency: usize,
 }
 
 impl Default for RelayConfig {
@@ -233,6 +252,7 @@ impl Default for RelayConfig {
             priority_rules: Vec::new(),
             queue_only: false,
             deliver: true,
+            bulk_concurrency: BULK_CONCURRENCY,
         }
     }
 }
@@ -257,8 +277,15 @@ impl RelayConfig {
             }
             _ => {}
         }
-        if self.max_connections == 0 || self.delivery_batch == 0 || self.max_body_bytes == 0 {
-            return Err("max connections, delivery batch and max body must be above zero".into());
+        if self.max_connections == 0
+            || self.delivery_batch == 0
+            || self.max_body_bytes == 0
+            || self.bulk_concurrency == 0
+        {
+            return Err(
+                "max connections, delivery batch, max body and bulk concurrency must be above zero"
+                    .into(),
+            );
         }
         if self.live_budget.is_zero() || self.delivery_budget.is_zero() {
             return Err("the live and delivery budgets must be above zero".into());

@@ -1,30 +1,54 @@
 //! The delivery loop: leases due messages (priority first, then due time, then arrival) and
-//! sends them to the cluster as it allows — nothing is tried while the breaker is open, one
-//! bulk request per cycle. Delivered → ack; worth another try → rescheduled with a doubling
-//! delay (a dead letter once its retries are spent); failed for good → dead letter at once.
+//! submits them to the delivery bulk indexer, which sends them as the cluster allows —
+//! adaptive concurrency, per-class item retries, nothing while the breaker is open. Each
+//! leased batch is settled on its own task as its items' outcomes arrive: written → ack;
+//! undeliverable now (retries or the delivery budget ran out) or refused as a whole request
+//! → rescheduled with a doubling delay (a dead letter once its retries are spent); failed for
+//! good → dead letter at once. The loop leases the next batch while earlier ones are in
+//! flight, so several bulk requests carry queued messages at once.
 //!
-//! A cycle that is cut short (shutdown after the drain timeout, a crash) leaves its messages
-//! leased: `release` on shutdown, or the lease timeout, puts them back. Delivering one twice
-//! is harmless — every message carries its op and id: an `index` writes the same document
-//! again, a `create` is answered 409, which counts as delivered.
+//! **Order.** Messages are submitted in lease order, and the indexer sends its buffer in
+//! that order, up to its concurrency in requests at once. Two rules hold:
+//! - *Priority barrier*: a message is submitted only when no message of a higher priority
+//!   leased before it is still in flight (unsettled). So every higher-priority message that
+//!   was due is written (or rescheduled, or dead-lettered) before a lower one is sent.
+//! - *Arrival within a priority*: each `_bulk` request carries its items in lease order and
+//!   requests start in lease order; requests in flight together may land in any order, and
+//!   an item retried by class goes behind. A message can therefore be written after a later
+//!   one of the same priority only if both were in requests in flight at the same time (or
+//!   it was retried).
+//!
+//! A batch whose settling is cut short (shutdown after the drain timeout, a crash) leaves its
+//! messages leased: `release` on shutdown, or the lease timeout, puts them back. Delivering one
+//! twice is harmless — every message carries its op and id: an `index` writes the same
+//! document again, a `create` is answered 409, which counts as delivered.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use searchwire::BreakerState;
 use searchwire_queue::{Lease, MessageId};
 use tokio::sync::watch;
+use tokio::task::JoinSet;
 
 use crate::accept::truncate;
-use crate::ndjson::{self, Defaults, Item, Op};
-use crate::send::{self, ItemOutcome, SendOutcome};
+use crate::ndjson::{self, Defaults, Item};
+use crate::send::{self, Verdict};
 use crate::state::Shared;
 
-/// Runs until `stop` turns true (checked between cycles).
+/// Runs until `stop` turns true (checked between batches), then waits for the batches in
+/// flight to settle.
 pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    // One task per submitted batch (all of one priority); it returns that priority.
+    let mut settling: JoinSet<u8> = JoinSet::new();
+    let mut held: BTreeMap<u8, usize> = BTreeMap::new();
     loop {
+        while let Some(done) = settling.try_join_next() {
+            settled(&mut held, done);
+        }
         if *stop.borrow() {
-            return;
+            break;
         }
         let breaker = shared.client.breaker_state();
         metrics::gauge!("searchwire_relay_breaker_open").set(if breaker == BreakerState::Open {
@@ -45,10 +69,59 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             }
         };
         if leases.is_empty() {
-            pause(&shared, &mut stop, true).await;
+            if settling.is_empty() {
+                pause(&shared, &mut stop, true).await;
+            } else {
+                // Something may be rescheduled or become due when a batch settles.
+                tokio::select! {
+                    done = settling.join_next() => {
+                        if let Some(done) = done {
+                            settled(&mut held, done);
+                        }
+                    }
+                    _ = pause(&shared, &mut stop, true) => {}
+                }
+            }
             continue;
         }
-        cycle(&shared, leases).await;
+        for (priority, batch) in by_priority(&shared, leases).await {
+            // The priority barrier: higher priorities in flight settle first.
+            while held.keys().next_back().is_some_and(|p| *p > priority) {
+                match settling.join_next().await {
+                    Some(done) => settled(&mut held, done),
+                    None => held.clear(),
+                }
+            }
+            let refs: Vec<&Item> = batch.iter().map(|(_, i)| i).collect();
+            let tickets = send::add_all(&shared.delivering, &refs).await;
+            *held.entry(priority).or_default() += 1;
+            let shared = shared.clone();
+            settling.spawn(async move {
+                settle(&shared, batch, tickets).await;
+                priority
+            });
+        }
+    }
+    // The current cycle: every batch in flight settles (bounded by the caller's drain timeout).
+    while let Some(done) = settling.join_next().await {
+        settled(&mut held, done);
+    }
+}
+
+fn settled(held: &mut BTreeMap<u8, usize>, done: Result<u8, tokio::task::JoinError>) {
+    let Ok(p) = done else {
+        // A settle task panicked: its messages stay leased and return after the lease
+        // timeout. The barrier cannot know its priority; it is released with the others.
+        tracing::error!(
+            "a delivery batch failed to settle; its messages return after the lease timeout"
+        );
+        return;
+    };
+    if let Some(n) = held.get_mut(&p) {
+        *n -= 1;
+        if *n == 0 {
+            held.remove(&p);
+        }
     }
 }
 
@@ -67,14 +140,19 @@ async fn pause(shared: &Shared, stop: &mut watch::Receiver<bool>, wakeable: bool
     }
 }
 
-/// One delivery: one bulk request for the leased messages, then ack/reschedule/dead-letter.
-pub(crate) async fn cycle(shared: &Shared, leases: Vec<Lease>) {
-    let mut items: Vec<(Lease, Item)> = Vec::with_capacity(leases.len());
+/// Parses the leased payloads (dead-lettering any that is not one bulk item) and splits them
+/// into runs of one priority, in lease order.
+async fn by_priority(shared: &Shared, leases: Vec<Lease>) -> Vec<(u8, Vec<(Lease, Item)>)> {
+    let mut runs: Vec<(u8, Vec<(Lease, Item)>)> = Vec::new();
     for lease in leases {
         match ndjson::parse(&lease.message.payload, &Defaults::default()) {
             Ok(mut v) if v.len() == 1 => {
                 if let Some(item) = v.pop() {
-                    items.push((lease, item));
+                    let p = lease.message.priority;
+                    match runs.last_mut() {
+                        Some((rp, run)) if *rp == p => run.push((lease, item)),
+                        _ => runs.push((p, vec![(lease, item)])),
+                    }
                 }
             }
             _ => {
@@ -88,55 +166,26 @@ pub(crate) async fn cycle(shared: &Shared, leases: Vec<Lease>) {
             }
         }
     }
-    if items.is_empty() {
-        return;
-    }
-    let refs: Vec<&Item> = items.iter().map(|(_, i)| i).collect();
-    let outcome = send::send(&shared.client, &refs, shared.config.delivery_budget, &[]).await;
-    let per_item: Vec<Result<(), (bool, String)>> = match outcome {
-        SendOutcome::Items(v) => v
-            .into_iter()
-            .zip(&items)
-            .map(|(o, (_, item))| match o {
-                ItemOutcome::Done { status, .. } if status < 300 => Ok(()),
-                // Our own earlier write landed (an ambiguous failure, or a delivery cut short).
-                ItemOutcome::Done { status: 409, .. } if item.op == Op::Create => Ok(()),
-                ItemOutcome::Done { status, body } => Err((
-                    false,
-                    format!(
-                        "{status}: {}",
-                        body.get("error").map(|e| e.to_string()).unwrap_or_default()
-                    ),
-                )),
-                ItemOutcome::Retry(r) => Err((true, r)),
-            })
-            .collect(),
-        SendOutcome::Retry(r) => vec![Err((true, r)); items.len()],
-        SendOutcome::Rejected { status, body } => {
-            let r = format!(
-                "the cluster refused the request: {status} {}",
-                String::from_utf8_lossy(&body)
-            );
-            vec![Err((true, r)); items.len()]
-        }
-    };
+    runs
+}
+
+/// Waits for each message's outcome, then acks, reschedules or dead-letters it.
+async fn settle(shared: &Shared, batch: Vec<(Lease, Item)>, pending: Vec<send::Pending>) {
     let mut acks: Vec<MessageId> = Vec::new();
-    let now = shared.queue.options().clock.now();
     let (mut retried, mut dead) = (0u64, 0u64);
-    for ((lease, _), result) in items.iter().zip(per_item) {
-        match result {
-            Ok(()) => acks.push(lease.id()),
-            Err((true, reason)) => {
-                let at = now.saturating_add(shared.config.retry_delay(lease.message.attempts + 1));
-                match shared.queue.reschedule(lease, at, &truncate(&reason)).await {
-                    Ok(searchwire_queue::Rescheduled::DeadLettered) => dead += 1,
-                    Ok(_) => retried += 1,
-                    Err(e) => {
-                        tracing::warn!(error = %e, id = %lease.id(), "cannot reschedule a message")
-                    }
-                }
+    for ((lease, item), p) in batch.iter().zip(pending) {
+        let again = match send::resolve(item, p).await {
+            // Written, or a `create` answered 409: our own earlier write (the delivery
+            // indexer counts conflicts as present).
+            Verdict::Done { status, .. } if status < 300 => {
+                acks.push(lease.id());
+                continue;
             }
-            Err((false, reason)) => {
+            Verdict::Done { status, body } => {
+                let reason = format!(
+                    "{status}: {}",
+                    body.get("error").map(|e| e.to_string()).unwrap_or_default()
+                );
                 tracing::warn!(id = %lease.id(), index = lease.message.index.as_deref().unwrap_or(""), reason = %reason, "dead letter: the cluster refused a queued item for good");
                 match shared.queue.dead_letter(lease, &truncate(&reason)).await {
                     Ok(_) => dead += 1,
@@ -144,6 +193,26 @@ pub(crate) async fn cycle(shared: &Shared, leases: Vec<Lease>) {
                         tracing::warn!(error = %e, id = %lease.id(), "cannot dead-letter a message")
                     }
                 }
+                continue;
+            }
+            Verdict::Retry(r) => r,
+            Verdict::Rejected {
+                status,
+                kind,
+                reason,
+            } => format!("the cluster refused the request: {status} {kind}: {reason}"),
+        };
+        let at = shared
+            .queue
+            .options()
+            .clock
+            .now()
+            .saturating_add(shared.config.retry_delay(lease.message.attempts + 1));
+        match shared.queue.reschedule(lease, at, &truncate(&again)).await {
+            Ok(searchwire_queue::Rescheduled::DeadLettered) => dead += 1,
+            Ok(_) => retried += 1,
+            Err(e) => {
+                tracing::warn!(error = %e, id = %lease.id(), "cannot reschedule a message")
             }
         }
     }
@@ -166,7 +235,7 @@ pub(crate) async fn cycle(shared: &Shared, leases: Vec<Lease>) {
     if shared.draining.load(Ordering::Relaxed) {
         tracing::info!(
             delivered = acks.len(),
-            "delivery cycle finished while draining"
+            "delivery batch settled while draining"
         );
     }
 }

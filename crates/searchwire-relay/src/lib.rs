@@ -6,15 +6,19 @@
 //!
 //! - **Accept** ([`accept`]): each `POST /_bulk` (or `/{index}/_bulk`) is parsed as OpenSearch
 //!   does (a 400 names the bad line), every item without an `_id` gets a UUIDv7 first, and the
-//!   request is tried once against the cluster within a short budget. The cluster's own item
-//!   answers are passed through (indexed, or failed for good: mapping errors keep their status).
-//!   Items that failed for a reason that can pass (429, 5xx, rejected execution, no node,
-//!   timeout, reset, breaker open) are appended to the durable [`searchwire_queue::Queue`] and
-//!   answered `"status":200,"result":"queued"`. The answer is sent only once the append
-//!   returned, i.e. the item is on disk (embedded) or in Redis.
+//!   items go through the relay's live [`searchwire_bulk::BulkIndexer`] ([`send`]): batched
+//!   with the items of concurrent requests, retried by class (429, 503, connection) within the
+//!   live budget (the item deadline), adaptive concurrency, nothing sent while the breaker is
+//!   open. The cluster's own item answers are passed through (indexed with `_version`,
+//!   `_seq_no`, `_primary_term`; or failed for good: mapping errors keep their status). Items
+//!   still undeliverable when the budget runs out (or that arrive while the breaker is open)
+//!   are appended to the durable [`searchwire_queue::Queue`] in one batch and answered
+//!   `"status":200,"result":"queued"`. The answer is sent only once the append returned,
+//!   i.e. the item is on disk (embedded) or in Redis.
 //! - **Deliver** (`delivery`): a background loop leases due messages (priority, due time,
-//!   arrival), sends them while the breaker is not open, acks what landed, reschedules what
-//!   can pass (doubling delay, [`config::RETRY_CAP`]), dead-letters what cannot.
+//!   arrival) and submits them to a second, patient bulk indexer (the delivery budget), several
+//!   batches in flight; acks what landed, reschedules what can pass (doubling delay,
+//!   [`config::RETRY_CAP`]), dead-letters what cannot.
 //! - **Health**: `GET /health/retry-queue` (backlog, due, leased, oldest age, dead letters,
 //!   breaker, draining; 503 over [`config::BACKLOG_THRESHOLD`] or while draining),
 //!   `GET /health/live`, `GET /metrics`.
@@ -50,6 +54,7 @@ use std::time::Duration;
 
 use hyper_util::rt::{TokioIo, TokioTimer};
 use searchwire::Client;
+use searchwire_bulk::BulkIndexer;
 use searchwire_queue::Queue;
 use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify, Semaphore};
@@ -93,11 +98,14 @@ impl Relay {
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
+        let (live, delivering) = indexers(&config, &client)?;
         Ok(Relay {
             shared: Arc::new(Shared {
                 config,
                 client,
                 queue,
+                live,
+                delivering,
                 draining: AtomicBool::new(false),
                 wake: Notify::new(),
                 root: Mutex::new(None),
@@ -193,6 +201,33 @@ impl Relay {
             released,
         }
     }
+}
+
+/// The two bulk indexers: live (the first try; the live budget is each item's deadline and
+/// bounds its requests) and delivery (from the queue; the delivery budget; a `create`
+/// answered 409 is a delivered message — our own earlier write).
+fn indexers(cfg: &RelayConfig, client: &Client) -> Result<(BulkIndexer, BulkIndexer), String> {
+    let base = || {
+        BulkIndexer::builder(client.clone())
+            .max_concurrency(cfg.bulk_concurrency)
+            .flush_interval(config::BULK_LINGER)
+    };
+    let live = base()
+        .item_deadline(cfg.live_budget)
+        .request_timeout(cfg.live_budget)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let delivering = base()
+        .batch_actions(
+            cfg.delivery_batch
+                .min(searchwire_bulk::defaults::BATCH_ACTIONS),
+        )
+        .item_deadline(cfg.delivery_budget)
+        .request_timeout(cfg.delivery_budget)
+        .conflict_is_present(true)
+        .build()
+        .map_err(|e| e.to_string())?;
+    Ok((live, delivering))
 }
 
 async fn accept_loop(

@@ -4,6 +4,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use searchwire::Client;
+use searchwire_bulk::BulkIndexer;
 use searchwire_queue::Queue;
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -18,6 +19,10 @@ pub(crate) struct Shared {
     pub config: RelayConfig,
     pub client: Client,
     pub queue: Queue,
+    /// The first try of client items: short item deadline (the live budget).
+    pub live: BulkIndexer,
+    /// Delivery from the queue: the delivery budget, a `create` 409 is delivered.
+    pub delivering: BulkIndexer,
     /// Set on the first shutdown signal: readiness is 503 from then on.
     pub draining: AtomicBool,
     /// Wakes the delivery loop when something was queued.

@@ -167,8 +167,11 @@ async fn answers_in_opensearch_format_and_passes_permanent_errors_through() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn throttled_and_unavailable_items_are_queued_then_delivered_once() {
     let s = start(test_config(), plain_client).await;
+    // The first try retries each failed item by class within the live budget (2 s here);
+    // these keep failing longer than that, so they are queued.
     s.bulk
         .item_faults([BulkFault::Throttle, BulkFault::Ok, BulkFault::Unavailable]);
+    s.bulk.item_faults([BulkFault::Throttle; 12]);
     let body = "{\"index\":{\"_id\":\"a\"}}\n{\"n\":1}\n{\"index\":{\"_id\":\"b\"}}\n{\"n\":2}\n{\"create\":{}}\n{\"n\":3}\n";
     let (status, v) = post_bulk(s.addr, "/logs/_bulk", body).await;
     assert_eq!(status, 200);
@@ -579,4 +582,228 @@ async fn slow_clients_are_cut_off() {
         .expect("closed by the relay");
     assert!(n.is_ok());
     s.shutdown().await;
+}
+
+/// A relay on an existing queue (delivery on), and a wait until that queue is empty.
+async fn serve_queue(
+    config: RelayConfig,
+    cluster: &FakeCluster,
+    queue: &Queue,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<ShutdownReport>) {
+    let relay = Relay::bind(config, plain_client(cluster), queue.clone())
+        .await
+        .unwrap();
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(relay.run(async move {
+        let _ = rx.await;
+    }));
+    for _ in 0..1000 {
+        if queue.stats().await.unwrap().backlog == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    (tx, task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_briefly_throttled_item_is_retried_in_the_first_try_not_queued() {
+    let s = start(test_config(), plain_client).await;
+    s.bulk
+        .item_faults([BulkFault::Throttle, BulkFault::Unavailable]);
+    let (_, v) = post_bulk(
+        s.addr,
+        "/logs/_bulk",
+        "{\"index\":{\"_id\":\"t\"}}\n{\"n\":1}\n",
+    )
+    .await;
+    let it = item(&v, 0);
+    assert_eq!(it["status"], 201, "{v}");
+    assert_eq!(it["result"], "created");
+    // The cluster's own fields are passed through.
+    assert_eq!(it["_version"], 1);
+    assert!(
+        it["_seq_no"].is_u64() && it["_primary_term"].is_u64(),
+        "{it}"
+    );
+    assert_eq!(s.bulk.items_seen(), 3, "429, then 503, then written");
+    assert_eq!(s.queue.stats().await.unwrap().backlog, 0);
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_retries_item_429s_by_class_without_rescheduling() {
+    // A reschedule would wait an hour: only the delivery indexer's own class retries
+    // (100 ms, ×1.5) can deliver this in time.
+    let s = start(
+        RelayConfig {
+            queue_only: true,
+            retry_base: Duration::from_secs(3600),
+            retry_cap: Duration::from_secs(3600),
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    s.bulk.item_faults([BulkFault::Throttle; 3]);
+    // Due now (a relay's own append would be due after retry_base).
+    s.queue
+        .append(vec![searchwire_queue::NewMessage::new(
+            "{\"index\":{\"_index\":\"logs\",\"_id\":\"q\"}}\n{\"n\":1}\n",
+        )])
+        .await
+        .unwrap();
+    s.drained().await;
+    assert_eq!(s.bulk.writes("logs", "q"), 1);
+    assert_eq!(
+        s.bulk.batch_sizes(),
+        vec![1, 1, 1, 1],
+        "three 429s, then written"
+    );
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_sends_several_requests_at_once_under_load() {
+    let s = start(
+        RelayConfig {
+            queue_only: true,
+            deliver: false,
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    let mut body = String::new();
+    for i in 0..2000 {
+        body.push_str(&format!(
+            "{{\"index\":{{\"_id\":\"{i}\"}}}}\n{{\"n\":{i}}}\n"
+        ));
+    }
+    let (_, v) = post_bulk(s.addr, "/logs/_bulk", &body).await;
+    assert_eq!(item(&v, 1999)["result"], "queued");
+    let (_, queue, bulk) = s.shutdown().await;
+    let cluster = FakeCluster::start(1).await.unwrap();
+    bulk.install(&cluster);
+    // Every answer takes 300 ms: one request at a time would take 4 × 300 ms per 2,000.
+    bulk.set_delay(Some(Duration::from_millis(300)));
+    let (tx, task) = serve_queue(
+        RelayConfig {
+            delivery_batch: 100,
+            ..test_config()
+        },
+        &cluster,
+        &queue,
+    )
+    .await;
+    assert_eq!(queue.stats().await.unwrap().backlog, 0);
+    assert_eq!(bulk.count("logs"), 2000);
+    assert_eq!(bulk.max_writes(), 1);
+    // Requests that arrived less than the answer delay apart were in flight together.
+    let reqs = cluster
+        .node(0)
+        .requests_matching(&searchwire_fake::Match::Path("/_bulk".into()));
+    let overlapping = reqs
+        .windows(2)
+        .filter(|w| w[1].at - w[0].at < Duration::from_millis(150))
+        .count();
+    assert!(
+        overlapping >= 4,
+        "{} requests, {overlapping} overlapping",
+        reqs.len()
+    );
+    let _ = tx.send(());
+    task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_409_is_ours_only_when_the_relay_knows_it() {
+    let s = start(test_config(), plain_client).await;
+    s.bulk.create_index("c");
+    // A client-given id that exists: OpenSearch's 409 is the answer.
+    let body = "{\"create\":{\"_id\":\"x\"}}\n{\"n\":1}\n";
+    let (_, v) = post_bulk(s.addr, "/c/_bulk", body).await;
+    assert_eq!(item(&v, 0)["status"], 201);
+    let (_, v) = post_bulk(s.addr, "/c/_bulk", body).await;
+    assert_eq!(item(&v, 0)["status"], 409, "{v}");
+    assert_eq!(
+        item(&v, 0)["error"]["type"],
+        "version_conflict_engine_exception"
+    );
+    assert_eq!(v["errors"], true);
+    // Applied, then the connection reset: the indexer's retry is answered 409 — our own
+    // write, answered as created; the document was written once.
+    s.bulk.reset_after_apply(1);
+    let (_, v) = post_bulk(
+        s.addr,
+        "/c/_bulk",
+        "{\"create\":{\"_id\":\"y\"}}\n{\"n\":2}\n",
+    )
+    .await;
+    assert_eq!(item(&v, 0)["status"], 201, "{v}");
+    assert_eq!(item(&v, 0)["result"], "created");
+    assert_eq!(s.bulk.writes("c", "y"), 1);
+    // A queued create whose document is already there is delivered, not a dead letter.
+    let (_, q, bulk) = s.shutdown().await;
+    let cluster = FakeCluster::start(1).await.unwrap();
+    bulk.install(&cluster);
+    q.append(vec![searchwire_queue::NewMessage::new(
+        "{\"create\":{\"_index\":\"c\",\"_id\":\"x\"}}\n{\"n\":1}\n",
+    )])
+    .await
+    .unwrap();
+    let (tx, task) = serve_queue(test_config(), &cluster, &q).await;
+    let st = q.stats().await.unwrap();
+    assert_eq!((st.backlog, st.dead_letters), (0, 0));
+    assert_eq!(bulk.writes("c", "x"), 1);
+    let _ = tx.send(());
+    task.await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delivery_writes_high_priority_first_then_arrival_order_within_a_window() {
+    let cluster = FakeCluster::start(1).await.unwrap();
+    let bulk = FakeBulk::new();
+    bulk.install(&cluster);
+    let dir = tempfile::tempdir().unwrap();
+    let queue = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
+    // Interleaved arrival: low 0, high 0, low 1, high 1, ...
+    let n = 300;
+    let mut batch = Vec::new();
+    for i in 0..n {
+        for (name, prio) in [("low", 0u8), ("high", 7u8)] {
+            batch.push(
+                searchwire_queue::NewMessage::new(format!(
+                    "{{\"index\":{{\"_index\":\"o\",\"_id\":\"{name}-{i:04}\"}}}}\n{{\"n\":{i}}}\n"
+                ))
+                .priority(prio),
+            );
+        }
+    }
+    queue.append(batch).await.unwrap();
+    let cfg = RelayConfig {
+        delivery_batch: 50,
+        ..test_config()
+    };
+    let window = cfg.delivery_batch * cfg.bulk_concurrency;
+    let (tx, task) = serve_queue(cfg, &cluster, &queue).await;
+    assert_eq!(bulk.count("o"), 2 * n);
+    let seq = |name: &str, i: usize| bulk.get("o", &format!("{name}-{i:04}")).unwrap().seq_no;
+    let last_high = (0..n).map(|i| seq("high", i)).max().unwrap();
+    let first_low = (0..n).map(|i| seq("low", i)).min().unwrap();
+    assert!(last_high < first_low, "every high before any low");
+    for name in ["high", "low"] {
+        for i in 0..n {
+            for j in i + 1..n {
+                if seq(name, j) < seq(name, i) {
+                    assert!(
+                        j - i < window,
+                        "{name} {j} written before {i}: more than a window apart"
+                    );
+                }
+            }
+        }
+    }
+    let _ = tx.send(());
+    task.await.unwrap();
 }

@@ -36,6 +36,37 @@ pub async fn setup(n: usize) -> Setup {
     }
 }
 
+/// A client for the setup's nodes whose circuit breaker is open now: four failed requests
+/// opened it; it turns half-open after `cool_down`. The nodes' request logs are cleared.
+pub async fn open_breaker(s: &Setup, cool_down: std::time::Duration) -> Client {
+    let client = Client::builder()
+        .nodes(s.cluster.urls())
+        .max_retries(0)
+        .health_refresh(false)
+        .read_environment(false)
+        .circuit_breaker(searchwire::BreakerConfig {
+            window: std::time::Duration::from_secs(60),
+            min_requests: 4,
+            failure_rate: 0.5,
+            cool_down,
+            max_cool_down: cool_down,
+            probes: 1,
+        })
+        .build()
+        .unwrap();
+    let node = s.cluster.node(0);
+    node.on(
+        searchwire_fake::Match::Path("/fail".into()),
+        searchwire_fake::Behavior::status(503),
+    );
+    for _ in 0..4 {
+        let _ = client.send(searchwire::Request::get("/fail")).await;
+    }
+    assert_eq!(client.breaker_state(), searchwire::BreakerState::Open);
+    node.clear_requests();
+    client
+}
+
 /// An indexer builder with jitter off and a fixed seed.
 pub fn indexer(client: &Client) -> BulkIndexerBuilder {
     BulkIndexer::builder(client.clone()).jitter(false).seed(7)
