@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relay_support::{free_port, health, load, spawn_relay, terminate, wait_drained, Load, Tally};
+use relay_support::{
+    free_port, health, load, signal, spawn_relay, terminate, wait_drained, Load, Tally,
+};
 use searchwire_fake::{BulkFault, FakeBulk, FakeCluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,7 +100,7 @@ async fn sigterm_waits_for_requests_in_flight_and_a_second_signal_exits_at_once(
     let port = free_port();
     let urls = cluster.urls().join(",");
     // No drain grace: the wait below is the in-flight request's, not the grace's.
-    let relay = spawn_relay(
+    let mut relay = spawn_relay(
         &urls,
         dir.path(),
         port,
@@ -112,23 +114,15 @@ async fn sigterm_waits_for_requests_in_flight_and_a_second_signal_exits_at_once(
     while bulk.items_seen() == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let pid = relay.child.id().unwrap().to_string();
-    let signal = |sig: &str| {
-        std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap();
-    };
-    signal("-TERM");
-    let mut child = relay.child;
+    signal(&relay, "-TERM");
     assert!(
-        tokio::time::timeout(Duration::from_millis(1500), child.wait())
+        tokio::time::timeout(Duration::from_millis(1500), relay.child.wait())
             .await
             .is_err(),
         "the relay waits for the request in flight"
     );
-    signal("-INT");
-    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+    signal(&relay, "-INT");
+    let status = tokio::time::timeout(Duration::from_secs(5), relay.child.wait())
         .await
         .expect("a second signal exits at once")
         .unwrap();
@@ -146,17 +140,10 @@ async fn after_sigterm_health_and_new_writes_answer_503_for_the_drain_grace() {
     bulk.install(&cluster);
     let dir = tempfile::tempdir().unwrap();
     let urls = cluster.urls().join(",");
-    let relay = spawn_relay(&urls, dir.path(), free_port(), &["--drain-grace", "60s"]).await;
+    let mut relay = spawn_relay(&urls, dir.path(), free_port(), &["--drain-grace", "60s"]).await;
     let addr = relay.addr;
-    let pid = relay.child.id().unwrap().to_string();
-    let signal = |sig: &str| {
-        std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap();
-    };
     assert_eq!(health(addr).await.unwrap().0, 200);
-    signal("-TERM");
+    signal(&relay, "-TERM");
     // Wait on observable state: readiness turns 503 `draining` and the port still answers.
     let mut seen = None;
     for _ in 0..500 {
@@ -177,9 +164,8 @@ async fn after_sigterm_health_and_new_writes_answer_503_for_the_drain_grace() {
     assert!(body.contains("node_closed_exception"), "{body}");
     assert_eq!(bulk.items_seen(), 0);
     // A second signal ends the grace at once.
-    signal("-INT");
-    let mut child = relay.child;
-    let status = tokio::time::timeout(Duration::from_secs(10), child.wait())
+    signal(&relay, "-INT");
+    let status = tokio::time::timeout(Duration::from_secs(10), relay.child.wait())
         .await
         .expect("a second signal exits at once")
         .unwrap();
