@@ -369,7 +369,7 @@ pub enum Format {
 
 // ---- value parsers -------------------------------------------------------------------------
 
-fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration_arg(s: &str) -> Result<Duration, String> {
     parse_duration(s).map_err(|e| e.to_string())
 }
 

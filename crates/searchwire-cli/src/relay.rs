@@ -8,9 +8,11 @@ use std::time::Duration;
 
 use clap::Args;
 use searchwire_queue::{EmbeddedConfig, Queue, RedisConfig};
-use searchwire_relay::{config as defaults, AuthConfig, PriorityRule, Relay, RelayConfig};
+use searchwire_relay::{
+    config as defaults, AuthConfig, PresentAs, PriorityRule, Relay, RelayConfig,
+};
 
-use crate::args::ConnectArgs;
+use crate::args::{parse_duration_arg, ConnectArgs};
 use crate::exit;
 use crate::ingest::parse_positive_duration;
 use crate::output;
@@ -31,8 +33,12 @@ A background loop delivers the queue (priority from X-Searchwire-Priority or --p
 arrival) and dead-letters what the cluster refuses for good (see `searchwire queue`).
 Health: GET /health/retry-queue (200 ready; 503 over --backlog-threshold or draining), \
 GET /health/live, GET /metrics. Neither health path needs credentials.
-SIGTERM/SIGINT: readiness 503, stop accepting, answer requests in flight, finish the delivery \
-cycle within --drain-timeout, release leased messages, exit 0. A second signal exits 130 at \
+GET / answers as the fronted cluster (--present-as): its own GET / and, for Elasticsearch, \
+X-Elastic-Product: Elasticsearch on every response and the compatible-with=8 media types of \
+the official clients.
+SIGTERM/SIGINT: readiness 503 and new _bulk requests 503 for --drain-grace, then stop \
+accepting, answer requests in flight, finish the delivery cycle within --drain-timeout, \
+release leased messages, exit 0. A second signal exits 130 at \
 once; nothing acknowledged is lost either way.
 Exit codes: 0 stopped gracefully, 2 usage or configuration error (or the queue cannot be \
 opened), 130 forced by a second signal.";
@@ -99,6 +105,12 @@ pub struct RelayArgs {
 
     #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, default_value = "4s", help = "Time the delivery loop gets to finish its cycle on shutdown")]
     pub drain_timeout: Duration,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_arg, default_value = "2s", help = "After SIGTERM: keep answering health and new _bulk with 503 this long (load balancers notice the pod is going), then stop accepting; 0s stops at once")]
+    pub drain_grace: Duration,
+
+    #[arg(long, value_name = "PRODUCT", value_parser = PresentAs::parse, default_value = "auto", help = "Answer GET / and headers as: auto (learned from the cluster's GET /; OpenSearch until it answers), opensearch, or elasticsearch (X-Elastic-Product on every response; set it when the relay may start while Elasticsearch is down)")]
+    pub present_as: PresentAs,
 
     #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, default_value = "5s", help = "Budget of the first try of a request against the cluster")]
     pub live_budget: Duration,
@@ -175,6 +187,8 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
         auth,
         backlog_threshold: a.backlog_threshold,
         drain_timeout: a.drain_timeout,
+        drain_grace: a.drain_grace,
+        present_as: a.present_as,
         max_body_bytes: a.max_body_bytes,
         live_budget: a.live_budget,
         max_retries: a.max_retries,

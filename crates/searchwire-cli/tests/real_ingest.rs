@@ -9,39 +9,23 @@
 //! restart node 3. Run only under the machine-wide cluster lock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+mod real_support;
+
+use std::process::Command;
 use std::time::Duration;
 
+use real_support::{
+    assert_exactly_the_input, assert_throttled_without_dead_letters, count, create_index,
+    ids_and_count, ingest, run_clean, summary, tmp, wait_for, write_docs, OPENSEARCH,
+};
 use searchwire::{Client, Request};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::time::Instant;
 
-const BIN: &str = env!("CARGO_BIN_EXE_searchwire");
 const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/cluster");
 /// The node that is killed: `scripts/cluster` index 3, port 9203.
 const VICTIM: &str = "3";
 const DOCS: usize = 100_000;
-
-fn cluster_urls(test: &str) -> Option<Vec<String>> {
-    let required = std::env::var("SEARCHWIRE_REQUIRE_CLUSTER").is_ok_and(|v| v.trim() == "1");
-    let urls: Vec<String> = std::env::var("SEARCHWIRE_TEST_CLUSTER")
-        .unwrap_or_default()
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if urls.is_empty() {
-        assert!(
-            !required,
-            "{test}: SEARCHWIRE_REQUIRE_CLUSTER=1 but SEARCHWIRE_TEST_CLUSTER is not set"
-        );
-        eprintln!("{test}: skipped (SEARCHWIRE_TEST_CLUSTER is not set)");
-        return None;
-    }
-    Some(urls)
-}
 
 fn cluster_cmd(args: &[&str]) -> (bool, String) {
     match Command::new(SCRIPT).args(args).output() {
@@ -115,133 +99,10 @@ fn restart_victim(urls: &[String]) -> bool {
     false
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("searchwire-real-ingest-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join(name);
-    let _ = std::fs::remove_file(&p);
-    p
-}
-
-fn write_docs(path: &Path) {
-    let mut s = String::with_capacity(DOCS * 70);
-    for i in 0..DOCS {
-        s.push_str(&format!(
-            "{{\"id\":\"doc-{i:06}\",\"n\":{i},\"msg\":\"small document {i}\"}}\n"
-        ));
-    }
-    std::fs::write(path, s).unwrap();
-}
-
-async fn create_index(client: &Client, index: &str) {
-    let _ = client.send(Request::delete(format!("/{index}"))).await;
-    client
-        .send(Request::put(format!("/{index}")).json(&json!({
-            "settings": {"number_of_shards": 3, "number_of_replicas": 1},
-            "mappings": {"properties": {"id": {"type": "keyword"}, "n": {"type": "long"}}}
-        })))
-        .await
-        .unwrap();
-    client
-        .send(Request::get(format!(
-            "/_cluster/health/{index}?wait_for_status=green&timeout=60s"
-        )))
-        .await
-        .unwrap();
-}
-
-async fn count(client: &Client, index: &str) -> u64 {
-    match client.send(Request::get(format!("/{index}/_count"))).await {
-        Ok(r) => r
-            .json::<Value>()
-            .map_or(0, |v| v["count"].as_u64().unwrap_or(0)),
-        Err(_) => 0,
-    }
-}
-
-/// Every `_id` in the index (search_after over `n`), and `_count`.
-async fn ids_and_count(client: &Client, index: &str) -> (Vec<String>, u64) {
-    client
-        .send(Request::post(format!("/{index}/_refresh")))
-        .await
-        .unwrap();
-    let mut ids = Vec::with_capacity(DOCS);
-    let mut after: Option<Value> = None;
-    loop {
-        let mut q = json!({"size": 10000, "sort": [{"n": "asc"}], "_source": false});
-        if let Some(a) = &after {
-            q["search_after"] = a.clone();
-        }
-        let r: Value = client
-            .send(Request::post(format!("/{index}/_search")).json(&q))
-            .await
-            .unwrap()
-            .json()
-            .unwrap();
-        let hits = r["hits"]["hits"].as_array().unwrap().clone();
-        if hits.is_empty() {
-            break;
-        }
-        for h in &hits {
-            ids.push(h["_id"].as_str().unwrap().to_owned());
-        }
-        after = hits.last().map(|h| h["sort"].clone());
-    }
-    (ids, count(client, index).await)
-}
-
-fn assert_exactly_the_input(ids: Vec<String>, count: u64) {
-    assert_eq!(count, DOCS as u64, "_count equals the input");
-    assert_eq!(
-        ids.len(),
-        DOCS,
-        "one hit per input document (no duplicates)"
-    );
-    let set: BTreeSet<String> = ids.into_iter().collect();
-    assert_eq!(set.len(), DOCS);
-    let expected: BTreeSet<String> = (0..DOCS).map(|i| format!("doc-{i:06}")).collect();
-    assert!(set == expected, "the index holds exactly the input ids");
-}
-
-fn ingest(urls: &str, input: &Path, index: &str, extra: &[&str]) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.arg("ingest")
-        .arg(input)
-        .args(["--url", urls, "--index", index, "--id-field", "id"])
-        .args(["--progress-every", "2s"])
-        // A write pool of one thread and a queue of one rejects even a single request in
-        // flight (3 primaries + 3 replicas), and a restarting node recovers its shards under
-        // that load: the reference's 5 throttle retries (1.3 s) are sized for spikes, not
-        // for this; 15 retries wait up to ~90 s per item.
-        .args(["--throttle-retries", "15"])
-        .args(extra)
-        .env_remove("RUST_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    cmd
-}
-
-fn summary(out: &std::process::Output) -> Value {
-    let text = String::from_utf8_lossy(&out.stdout);
-    serde_json::from_str(text.lines().last().unwrap_or("{}")).unwrap()
-}
-
-async fn wait_for(what: &str, within: Duration, mut cond: impl AsyncFnMut() -> bool) {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if cond().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("{what} did not happen within {within:?}");
-}
-
 #[test]
 fn ingest_is_exactly_once_through_a_node_kill_and_an_ingest_kill() {
-    let Some(urls) = cluster_urls("ingest_is_exactly_once_through_a_node_kill_and_an_ingest_kill")
+    let Some(urls) =
+        OPENSEARCH.urls("ingest_is_exactly_once_through_a_node_kill_and_an_ingest_kill")
     else {
         return;
     };
@@ -256,7 +117,7 @@ fn ingest_is_exactly_once_through_a_node_kill_and_an_ingest_kill() {
         let joined = urls.join(",");
         let client = Client::builder().nodes(urls.clone()).build().unwrap();
         let input = tmp("docs.ndjson");
-        write_docs(&input);
+        write_docs(&input, DOCS);
 
         // 1. Node 3 is SIGKILLed at ~25 % and restarted while the ingest runs.
         create_index(&client, "sw-ingest-kill-node").await;
@@ -295,17 +156,9 @@ fn ingest_is_exactly_once_through_a_node_kill_and_an_ingest_kill() {
         eprintln!("node-kill run: {s}");
         assert_eq!(out.status.code(), Some(0), "stderr:\n{err}");
         assert_eq!(s["dead_letters"], 0);
-        assert_eq!(
-            std::fs::read_to_string(&dead).unwrap(),
-            "",
-            "no dead letters"
-        );
-        assert!(
-            s["retried_throttled"].as_u64().unwrap() > 0,
-            "real 429s happened: {s}"
-        );
+        assert_throttled_without_dead_letters(&s, &dead);
         let (ids, n) = ids_and_count(&client, "sw-ingest-kill-node").await;
-        assert_exactly_the_input(ids, n);
+        assert_exactly_the_input(ids, n, DOCS);
         eprintln!("node-kill phase done at {:.1}s", t0.elapsed().as_secs_f64());
 
         // 2. The ingest itself is SIGKILLed at ~30 % of the input and resumed.
@@ -342,29 +195,19 @@ fn ingest_is_exactly_once_through_a_node_kill_and_an_ingest_kill() {
             t0.elapsed().as_secs_f64(),
             count(&client, "sw-ingest-kill-ingest").await
         );
-        let out = tokio::time::timeout(
+        let s = run_clean(
+            ingest(&joined, &input, "sw-ingest-kill-ingest", &resume),
             Duration::from_secs(300),
-            ingest(&joined, &input, "sw-ingest-kill-ingest", &resume).output(),
+            "the resumed ingest",
         )
-        .await
-        .expect("the resumed ingest finished within 300 s")
-        .unwrap();
-        let s = summary(&out);
-        eprintln!("resumed run: {s}");
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "stderr:\n{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert_eq!(s["dead_letters"], 0);
+        .await;
         assert_eq!(s["checkpoint"].as_u64(), Some(total));
         assert!(
             s["lines"].as_u64().unwrap() < DOCS as u64,
             "resumed, not restarted"
         );
         let (ids, n) = ids_and_count(&client, "sw-ingest-kill-ingest").await;
-        assert_exactly_the_input(ids, n);
+        assert_exactly_the_input(ids, n, DOCS);
         for index in ["sw-ingest-kill-node", "sw-ingest-kill-ingest"] {
             let _ = client.send(Request::delete(format!("/{index}"))).await;
         }

@@ -12,6 +12,7 @@
 //! cluster lock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod real_support;
 mod relay_support;
 
 use std::process::Command;
@@ -19,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use real_support::OPENSEARCH;
 use relay_support::{free_port, health, load, spawn_relay, terminate, wait_drained, Load, Tally};
 use searchwire::{Client, Request};
 use serde_json::{json, Value};
@@ -29,25 +31,6 @@ const VICTIM: &str = "3";
 const INDEX: &str = "sw-relay-real";
 /// Documents per phase; three phases.
 const PER_PHASE: u64 = 35_000;
-
-fn cluster_urls() -> Option<Vec<String>> {
-    let required = std::env::var("SEARCHWIRE_REQUIRE_CLUSTER").is_ok_and(|v| v.trim() == "1");
-    let urls: Vec<String> = std::env::var("SEARCHWIRE_TEST_CLUSTER")
-        .unwrap_or_default()
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if urls.is_empty() {
-        assert!(
-            !required,
-            "SEARCHWIRE_REQUIRE_CLUSTER=1 but SEARCHWIRE_TEST_CLUSTER is not set"
-        );
-        eprintln!("real_relay: skipped (SEARCHWIRE_TEST_CLUSTER is not set)");
-        return None;
-    }
-    Some(urls)
-}
 
 fn cluster_cmd(args: &[&str]) -> (bool, String) {
     match Command::new(SCRIPT).args(args).output() {
@@ -113,7 +96,9 @@ async fn wait_acked(tally: &Tally, n: usize, within: Duration) {
 
 #[test]
 fn every_acknowledged_document_is_indexed_exactly_once_through_kills_and_restarts() {
-    let Some(urls) = cluster_urls() else { return };
+    let Some(urls) = OPENSEARCH.urls("real_relay") else {
+        return;
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -3,7 +3,8 @@
 //! try retries those within its budget — and every item in odd rounds, so part of the load is
 //! queued):
 //! after a restart drains the queue, every item the relay acknowledged is in the store, and
-//! written exactly once.
+//! written exactly once. Also the signals: SIGTERM waits for the request in flight, a second
+//! signal exits at once, and during `--drain-grace` health and new writes answer 503.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod relay_support;
@@ -12,7 +13,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relay_support::{free_port, load, spawn_relay, terminate, wait_drained, Load, Tally};
+use relay_support::{
+    free_port, health, load, signal, spawn_relay, terminate, wait_drained, Load, Tally,
+};
 use searchwire_fake::{BulkFault, FakeBulk, FakeCluster};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,7 +105,14 @@ async fn sigterm_waits_for_requests_in_flight_and_a_second_signal_exits_at_once(
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let urls = cluster.urls().join(",");
-    let relay = spawn_relay(&urls, dir.path(), port, &["--live-budget", "30s"]).await;
+    // No drain grace: the wait below is the in-flight request's, not the grace's.
+    let mut relay = spawn_relay(
+        &urls,
+        dir.path(),
+        port,
+        &["--live-budget", "30s", "--drain-grace", "0s"],
+    )
+    .await;
     let addr = relay.addr;
     let req = tokio::spawn(async move {
         relay_support::http(addr, "POST", "/logs/_bulk", b"{\"index\":{}}\n{\"n\":1}\n").await
@@ -110,23 +120,15 @@ async fn sigterm_waits_for_requests_in_flight_and_a_second_signal_exits_at_once(
     while bulk.items_seen() == 0 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let pid = relay.child.id().unwrap().to_string();
-    let signal = |sig: &str| {
-        std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .unwrap();
-    };
-    signal("-TERM");
-    let mut child = relay.child;
+    signal(&relay, "-TERM");
     assert!(
-        tokio::time::timeout(Duration::from_millis(1500), child.wait())
+        tokio::time::timeout(Duration::from_millis(1500), relay.child.wait())
             .await
             .is_err(),
         "the relay waits for the request in flight"
     );
-    signal("-INT");
-    let status = tokio::time::timeout(Duration::from_secs(5), child.wait())
+    signal(&relay, "-INT");
+    let status = tokio::time::timeout(Duration::from_secs(5), relay.child.wait())
         .await
         .expect("a second signal exits at once")
         .unwrap();
@@ -135,4 +137,43 @@ async fn sigterm_waits_for_requests_in_flight_and_a_second_signal_exits_at_once(
         req.await.unwrap().is_none(),
         "the request in flight was never acknowledged"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_sigterm_health_and_new_writes_answer_503_for_the_drain_grace() {
+    let cluster = FakeCluster::start(1).await.unwrap();
+    let bulk = FakeBulk::new();
+    bulk.install(&cluster);
+    let dir = tempfile::tempdir().unwrap();
+    let urls = cluster.urls().join(",");
+    let mut relay = spawn_relay(&urls, dir.path(), free_port(), &["--drain-grace", "60s"]).await;
+    let addr = relay.addr;
+    assert_eq!(health(addr).await.unwrap().0, 200);
+    signal(&relay, "-TERM");
+    // Wait on observable state: readiness turns 503 `draining` and the port still answers.
+    let mut seen = None;
+    for _ in 0..500 {
+        seen = health(addr).await;
+        if seen.as_ref().is_some_and(|(code, _)| *code == 503) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (code, h) = seen.expect("the relay answers during the drain grace");
+    assert_eq!(code, 503, "{h}");
+    assert_eq!(h["draining"], true, "{h}");
+    let (code, body) =
+        relay_support::http(addr, "POST", "/logs/_bulk", b"{\"index\":{}}\n{\"n\":1}\n")
+            .await
+            .expect("a write during the grace is answered");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("node_closed_exception"), "{body}");
+    assert_eq!(bulk.items_seen(), 0);
+    // A second signal ends the grace at once.
+    signal(&relay, "-INT");
+    let status = tokio::time::timeout(Duration::from_secs(10), relay.child.wait())
+        .await
+        .expect("a second signal exits at once")
+        .unwrap();
+    assert_eq!(status.code(), Some(130));
 }

@@ -4,6 +4,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::identity::PresentAs;
+
 /// Default listen address: loopback only, so a relay is never an open proxy to the cluster
 /// by accident (port 9280: next to OpenSearch's 9200, free in a default install).
 pub const LISTEN: &str = "127.0.0.1:9280";
@@ -12,6 +14,13 @@ pub const BACKLOG_THRESHOLD: u64 = 500;
 /// Time the delivery loop gets to finish its cycle on SIGTERM (reference 004 ch. 5: 4 s, well
 /// inside Kubernetes' default 30 s grace period).
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(4);
+/// After SIGTERM, how long the relay keeps its listener open while readiness is 503 and new
+/// `_bulk` requests are answered 503 (retryable, with `Connection: close`), before it stops
+/// accepting. Kubernetes removes a terminating pod from its Service's endpoints while the
+/// pod is told to stop, but kube-proxy, ingress controllers and cloud load balancers notice
+/// only a moment later: without this window their last connections would be refused
+/// (a connect error) instead of getting an answer that says "go elsewhere".
+pub const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// Largest request body: 100 MB, OpenSearch's `http.max_content_length`.
 pub const MAX_BODY_BYTES: usize = 100 * 1024 * 1024;
 /// Budget of the first try of a request against the cluster. Short: a client is waiting, and
@@ -73,6 +82,11 @@ pub fn defaults() -> Vec<(&'static str, String, &'static str)> {
             "drain timeout",
             secs(DRAIN_TIMEOUT),
             "reference 004 ch. 5: finish the retry cycle within 4 s",
+        ),
+        (
+            "drain grace",
+            secs(DRAIN_GRACE),
+            "after SIGTERM: health and new _bulk answered 503 while load balancers notice",
         ),
         (
             "max body",
@@ -199,6 +213,8 @@ pub struct RelayConfig {
     pub backlog_threshold: u64,
     /// Default [`DRAIN_TIMEOUT`].
     pub drain_timeout: Duration,
+    /// Default [`DRAIN_GRACE`]; zero stops accepting at once.
+    pub drain_grace: Duration,
     /// Default [`MAX_BODY_BYTES`].
     pub max_body_bytes: usize,
     /// Default [`LIVE_BUDGET`].
@@ -229,6 +245,9 @@ pub struct RelayConfig {
     pub deliver: bool,
     /// Default [`BULK_CONCURRENCY`].
     pub bulk_concurrency: usize,
+
+    /// The product the relay presents itself as (`GET /`, `X-Elastic-Product`).
+    pub present_as: PresentAs,
 }
 
 impl Default for RelayConfig {
@@ -238,6 +257,7 @@ impl Default for RelayConfig {
             auth: AuthConfig::None,
             backlog_threshold: BACKLOG_THRESHOLD,
             drain_timeout: DRAIN_TIMEOUT,
+            drain_grace: DRAIN_GRACE,
             max_body_bytes: MAX_BODY_BYTES,
             live_budget: LIVE_BUDGET,
             delivery_budget: DELIVERY_BUDGET,
@@ -253,6 +273,8 @@ impl Default for RelayConfig {
             queue_only: false,
             deliver: true,
             bulk_concurrency: BULK_CONCURRENCY,
+
+            present_as: PresentAs::Auto,
         }
     }
 }

@@ -22,7 +22,12 @@
 //! - **Health**: `GET /health/retry-queue` (backlog, due, leased, oldest age, dead letters,
 //!   breaker, draining; 503 over [`config::BACKLOG_THRESHOLD`] or while draining),
 //!   `GET /health/live`, `GET /metrics`.
-//! - **Shutdown** ([`Relay::run`]): readiness goes 503, the listener closes, requests in
+//! - **Presents itself** ([`identity`]) as the product it fronts: the cluster's own `GET /`
+//!   (name `searchwire-relay`), `X-Elastic-Product: Elasticsearch` on every response when
+//!   that is Elasticsearch, and the `compatible-with=8` media types of the Elasticsearch
+//!   clients ([`PresentAs`], learned from the cluster by default).
+//! - **Shutdown** ([`Relay::run`]): readiness goes 503 and, for [`config::DRAIN_GRACE`],
+//!   new `_bulk` requests are answered 503 (retry elsewhere), then the listener closes, requests in
 //!   flight are answered, the delivery loop gets [`config::DRAIN_TIMEOUT`] to finish its cycle,
 //!   and every message still leased is released back to the queue (`pending_shutdown`).
 //!
@@ -40,6 +45,7 @@
 pub mod accept;
 pub mod config;
 mod delivery;
+pub mod identity;
 pub mod ndjson;
 pub mod send;
 mod server;
@@ -61,7 +67,8 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 pub use accept::QUEUED;
 pub use config::{AuthConfig, PriorityRule, RelayConfig};
-pub use server::{FALLBACK_VERSION, PRIORITY_HEADER};
+pub use identity::{PresentAs, Product, FALLBACK_ES_VERSION, FALLBACK_VERSION};
+pub use server::PRIORITY_HEADER;
 pub use state::MetricsRender;
 
 use state::Shared;
@@ -108,7 +115,7 @@ impl Relay {
                 delivering,
                 draining: AtomicBool::new(false),
                 wake: Notify::new(),
-                root: Mutex::new(None),
+                learned: Mutex::new(identity::Learned::default()),
                 metrics: None,
             }),
             listener,
@@ -146,18 +153,45 @@ impl Relay {
         let delivery = cfg
             .deliver
             .then(|| tokio::spawn(delivery::run(shared.clone(), stop_rx.clone())));
+        // Auto: learn what the cluster is before the first request is answered, so a client
+        // that checks the product on its first answer sees it (bounded by the `GET /` budget).
+        let known = cfg.present_as == PresentAs::Auto && identity::learn(&shared).await;
+        let identity = tokio::spawn(identity::refresh_loop(
+            shared.clone(),
+            stop_rx.clone(),
+            known,
+        ));
         let conns = Arc::new(Semaphore::new(cfg.max_connections));
-        let accept = accept_loop(shared.clone(), listener, conns.clone(), stop_rx);
+        // Boxed so that dropping it closes the listener (and gives back its permit).
+        let mut accept = Box::pin(accept_loop(
+            shared.clone(),
+            listener,
+            conns.clone(),
+            stop_rx,
+        ));
+        tokio::pin!(shutdown);
         tokio::select! {
-            _ = shutdown => {}
-            _ = accept => {}
+            _ = &mut shutdown => {}
+            _ = &mut accept => {}
         }
-        // 1. Not ready any more: load balancers stop sending.
+        // 1. Not ready any more: load balancers stop sending. For the drain grace the
+        //    listener stays open, so what they still send gets a 503 that says "elsewhere"
+        //    (health, new `_bulk`) instead of a refused connection.
         shared.draining.store(true, Ordering::Relaxed);
         metrics::gauge!("searchwire_relay_draining").set(1.0);
-        tracing::info!("shutting down: not accepting connections, draining");
-        // 2. The listener is dropped with the accept loop; connections finish their request.
+        tracing::info!(
+            grace_ms = cfg.drain_grace.as_millis() as u64,
+            "shutting down: readiness 503, new bulk requests 503 during the drain grace"
+        );
+        tokio::select! {
+            _ = tokio::time::sleep(cfg.drain_grace) => {}
+            _ = &mut accept => {}
+        }
+        // 2. The listener is closed; connections finish their request.
+        drop(accept);
+        tracing::info!("not accepting connections any more, draining");
         let _ = stop_tx.send(true);
+        identity.abort();
         let delivery_drained = match delivery {
             None => true,
             Some(mut task) => {

@@ -2,44 +2,66 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
-use http::{header, HeaderMap, Method, Request, Response, StatusCode};
+use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::Incoming;
-use serde_json::{json, Value};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::accept::{self, Answer, BulkRequest};
 use crate::config::AuthConfig;
+use crate::identity::{self, MediaType, Product};
 use crate::ndjson::Defaults;
 use crate::state::Shared;
 
 /// The priority header.
 pub const PRIORITY_HEADER: &str = "x-searchwire-priority";
 
-/// Version reported by `GET /` while the cluster has never answered.
-pub const FALLBACK_VERSION: &str = "2.19.0";
-
-/// Answers one request.
+/// Answers one request, with the headers of the presented product (`X-Elastic-Product`
+/// when presenting Elasticsearch) and the media type the request asked for.
 pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
-    let answer = route(&shared, req).await;
+    let (answer, media) = match identity::media_type(req.headers()) {
+        Ok(media) => (route(&shared, req).await, media),
+        Err(reason) => (
+            Answer::error(
+                StatusCode::BAD_REQUEST,
+                "media_type_header_exception",
+                &reason,
+            ),
+            MediaType::Plain,
+        ),
+    };
     let mut resp = Response::new(Full::new(if method == Method::HEAD {
         Bytes::new()
     } else {
         answer.body
     }));
     *resp.status_mut() = answer.status;
-    let ct = if path == "/metrics" {
+    let ct = if path == "/metrics" && answer.status == StatusCode::OK {
         "text/plain; version=0.0.4"
     } else {
-        "application/json; charset=UTF-8"
+        identity::answer_type(media)
     };
-    resp.headers_mut()
-        .insert(header::CONTENT_TYPE, http::HeaderValue::from_static(ct));
+    let headers = resp.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    if shared.presented() == Product::Elasticsearch {
+        headers.insert(
+            identity::ELASTIC_PRODUCT_HEADER,
+            HeaderValue::from_static("Elasticsearch"),
+        );
+    }
+    if shared.draining.load(Ordering::Relaxed) {
+        // Draining: the client should open its next connection elsewhere (through the load
+        // balancer, to another relay), and a refused write may be retried at once.
+        headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        if answer.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+    }
     resp
 }
 
@@ -66,7 +88,9 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Answer {
         return a;
     }
     match (&method, segs.as_slice()) {
-        (&Method::GET | &Method::HEAD, [""]) => root(shared).await,
+        (&Method::GET | &Method::HEAD, [""]) => {
+            Answer::json(StatusCode::OK, &identity::root(shared).await)
+        }
         (&Method::GET, ["metrics"]) => match &shared.config_metrics() {
             Some(render) => Answer {
                 status: StatusCode::OK,
@@ -78,6 +102,18 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Answer {
                 "no metrics recorder is installed in this process",
             ),
         },
+        (&Method::POST | &Method::PUT, ["_bulk"] | [_, "_bulk"])
+            if shared.draining.load(Ordering::Relaxed) =>
+        {
+            metrics::counter!("searchwire_relay_requests_total", "result" => "draining")
+                .increment(1);
+            Answer::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "node_closed_exception",
+                "the searchwire relay is shutting down and takes no new writes; send the \
+                 request again (to another relay)",
+            )
+        }
         (&Method::POST | &Method::PUT, ["_bulk"]) => bulk(shared, req, None).await,
         (&Method::POST | &Method::PUT, [index, "_bulk"]) => {
             let index = (*index).to_owned();
@@ -245,42 +281,6 @@ pub(crate) async fn health(shared: &Shared) -> Answer {
                     "error": format!("cannot read the retry queue: {e}")}),
         ),
     }
-}
-
-/// `GET /`: the fronted cluster's own answer (its version, so clients that check it start),
-/// named `searchwire-relay`; a placeholder while the cluster has never answered.
-async fn root(shared: &Shared) -> Answer {
-    let cached = shared.root.lock().ok().and_then(|g| g.clone());
-    let value = match cached {
-        Some(v) => v,
-        None => {
-            let req = searchwire::Request::get("/").timeout(Duration::from_secs(2));
-            match shared
-                .client
-                .send(req)
-                .await
-                .ok()
-                .and_then(|r| r.json::<Value>().ok())
-            {
-                Some(mut v) => {
-                    if let Some(o) = v.as_object_mut() {
-                        o.insert("name".into(), Value::String("searchwire-relay".into()));
-                    }
-                    if let Ok(mut g) = shared.root.lock() {
-                        *g = Some(v.clone());
-                    }
-                    v
-                }
-                None => json!({
-                    "name": "searchwire-relay",
-                    "cluster_name": "unknown (the cluster has not answered the relay yet)",
-                    "version": {"distribution": "opensearch", "number": FALLBACK_VERSION},
-                    "tagline": "The OpenSearch Project: https://opensearch.org/"
-                }),
-            }
-        }
-    };
-    Answer::json(StatusCode::OK, &value)
 }
 
 /// Constant-time check of the `Authorization` header (both sides hashed first, so neither

@@ -6,10 +6,10 @@ use std::sync::{Arc, Mutex};
 use searchwire::Client;
 use searchwire_bulk::BulkIndexer;
 use searchwire_queue::Queue;
-use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::config::RelayConfig;
+use crate::identity::Learned;
 
 /// Renders the process's metrics (Prometheus text); installed by the binary that owns the
 /// recorder.
@@ -27,7 +27,7 @@ pub(crate) struct Shared {
     pub draining: AtomicBool,
     /// Wakes the delivery loop when something was queued.
     pub wake: Notify,
-    /// `GET /` of the fronted cluster, once it answered.
-    pub root: Mutex<Option<Value>>,
+    /// What the fronted cluster's `GET /` said, once it answered.
+    pub learned: Mutex<Learned>,
     pub metrics: Option<MetricsRender>,
 }

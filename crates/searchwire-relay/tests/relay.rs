@@ -6,9 +6,11 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use searchwire::{BreakerConfig, Client};
-use searchwire_fake::{Behavior, BulkFault, FakeBulk, FakeCluster};
+use searchwire_fake::{Behavior, BulkFault, FakeBulk, FakeCluster, Match};
 use searchwire_queue::{EmbeddedConfig, Queue};
-use searchwire_relay::{AuthConfig, Relay, RelayConfig, ShutdownReport};
+use searchwire_relay::{
+    AuthConfig, PresentAs, Relay, RelayConfig, ShutdownReport, FALLBACK_ES_VERSION,
+};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
@@ -31,14 +33,27 @@ fn test_config() -> RelayConfig {
         idle_poll: Duration::from_millis(20),
         live_budget: Duration::from_secs(2),
         drain_timeout: Duration::from_millis(300),
+        drain_grace: Duration::ZERO,
         ..RelayConfig::default()
     }
 }
 
 async fn start(config: RelayConfig, client: impl FnOnce(&FakeCluster) -> Client) -> Setup {
+    start_on(config, client, async |_| {}).await
+}
+
+/// Like [`start`], with the cluster prepared before the relay starts (rules for `GET /`
+/// installed after the bulk handler, a killed node). Returns once the relay serves, i.e.
+/// after its first look at the cluster's `GET /`.
+async fn start_on(
+    config: RelayConfig,
+    client: impl FnOnce(&FakeCluster) -> Client,
+    prepare: impl AsyncFnOnce(&FakeCluster),
+) -> Setup {
     let cluster = FakeCluster::start(1).await.unwrap();
     let bulk = FakeBulk::new();
     bulk.install(&cluster);
+    prepare(&cluster).await;
     let dir = tempfile::tempdir().unwrap();
     let queue = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
     let relay = Relay::bind(config, client(&cluster), queue.clone())
@@ -49,6 +64,8 @@ async fn start(config: RelayConfig, client: impl FnOnce(&FakeCluster) -> Client)
     let task = tokio::spawn(relay.run(async move {
         let _ = rx.await;
     }));
+    let (live, _) = http(addr, "GET", "/health/live", &[], b"").await;
+    assert_eq!(live, 200, "the relay serves");
     Setup {
         cluster,
         bulk,
@@ -93,6 +110,18 @@ async fn http(
     headers: &[(&str, &str)],
     body: &[u8],
 ) -> (u16, String) {
+    let (status, _, body) = http_with_head(addr, method, path, headers, body).await;
+    (status, body)
+}
+
+/// Like [`http`], with the response head (status line and headers, lower-cased).
+async fn http_with_head(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String, String) {
     let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut head = format!(
         "{method} {path} HTTP/1.1\r\nHost: relay\r\nConnection: close\r\nContent-Length: {}\r\n",
@@ -113,11 +142,8 @@ async fn http(
         .nth(1)
         .and_then(|c| c.parse().ok())
         .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_owned())
-        .unwrap_or_default();
-    (status, body)
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (status, head.to_ascii_lowercase(), body.to_owned())
 }
 
 async fn post_bulk(addr: SocketAddr, path: &str, body: &str) -> (u16, Value) {
@@ -130,6 +156,18 @@ async fn post_bulk(addr: SocketAddr, path: &str, body: &str) -> (u16, Value) {
     )
     .await;
     (s, serde_json::from_str(&b).unwrap_or(Value::Null))
+}
+
+/// One `index` item (id 1) to `/logs/_bulk`: status, head, body.
+async fn post_one_with_head(addr: SocketAddr) -> (u16, String, String) {
+    http_with_head(
+        addr,
+        "POST",
+        "/logs/_bulk",
+        &[("Content-Type", "application/x-ndjson")],
+        b"{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n",
+    )
+    .await
 }
 
 fn item(v: &Value, i: usize) -> &Value {
@@ -212,6 +250,9 @@ async fn an_open_breaker_queues_without_sending() {
     let s = start(
         RelayConfig {
             deliver: false,
+            // No `GET /` at start (auto asks the cluster once): the breaker below opens on
+            // the first failure of a window that holds only the bulk request.
+            present_as: PresentAs::OpenSearch,
             ..test_config()
         },
         |c| {
@@ -628,6 +669,34 @@ async fn a_briefly_throttled_item_is_retried_in_the_first_try_not_queued() {
     );
     assert_eq!(s.bulk.items_seen(), 3, "429, then 503, then written");
     assert_eq!(s.queue.stats().await.unwrap().backlog, 0);
+
+/// Elasticsearch 8's `GET /` as the real node answers it (trimmed).
+fn elasticsearch_root() -> Value {
+    serde_json::json!({
+        "name": "es-node-1",
+        "cluster_name": "es-test",
+        "cluster_uuid": "abc",
+        "version": {"number": "8.19.21", "build_flavor": "default", "build_type": "tar"},
+        "tagline": "You Know, for Search"
+    })
+}
+
+/// The fake node answers `GET /` as Elasticsearch 8 does.
+fn answer_as_elasticsearch(cluster: &FakeCluster) {
+    cluster.node(0).on(
+        Match::MethodPath("GET".into(), "/".into()),
+        Behavior::json(200, elasticsearch_root()).with_header("X-Elastic-Product", "Elasticsearch"),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opensearch_cluster_is_presented_without_the_elastic_product_header() {
+    let s = start(test_config(), plain_client).await;
+    let (status, head, body) = http_with_head(s.addr, "GET", "/", &[], b"").await;
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["version"]["distribution"], "opensearch", "{v}");
+    assert!(!head.contains("x-elastic-product"), "{head}");
     s.shutdown().await;
 }
 
@@ -806,4 +875,189 @@ async fn delivery_writes_high_priority_first_then_arrival_order_within_a_window(
     }
     let _ = tx.send(());
     task.await.unwrap();
+
+async fn an_elasticsearch_cluster_is_presented_as_elasticsearch_on_every_response() {
+    let s = start_on(test_config(), plain_client, async |c| {
+        answer_as_elasticsearch(c)
+    })
+    .await;
+    let (status, head, body) = http_with_head(s.addr, "GET", "/", &[], b"").await;
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["name"], "searchwire-relay");
+    assert_eq!(v["cluster_name"], "es-test");
+    assert_eq!(v["version"]["build_flavor"], "default");
+    assert_eq!(v["version"]["number"], "8.19.21");
+    assert!(head.contains("x-elastic-product: elasticsearch"), "{head}");
+    let (status, head, body) = http_with_head(s.addr, "HEAD", "/", &[], b"").await;
+    assert_eq!((status, body.as_str()), (200, ""));
+    assert!(head.contains("x-elastic-product: elasticsearch"), "{head}");
+
+    // The official clients' versioned media types: accepted, and answered in kind.
+    let es_types = [
+        (
+            "Accept",
+            "application/vnd.elasticsearch+json; compatible-with=8",
+        ),
+        (
+            "Content-Type",
+            "application/vnd.elasticsearch+x-ndjson; compatible-with=8",
+        ),
+    ];
+    let body = "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n";
+    let (status, head, text) =
+        http_with_head(s.addr, "POST", "/logs/_bulk", &es_types, body.as_bytes()).await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(item(&v, 0)["status"], 201, "{v}");
+    assert!(head.contains("x-elastic-product: elasticsearch"), "{head}");
+    assert!(
+        head.contains("content-type: application/vnd.elasticsearch+json;compatible-with=8"),
+        "{head}"
+    );
+    // Errors and health carry the header too: the client checks every answer.
+    let (status, head, _) = http_with_head(s.addr, "GET", "/nope", &[], b"").await;
+    assert_eq!(status, 404);
+    assert!(head.contains("x-elastic-product: elasticsearch"), "{head}");
+    let (_, head, _) = http_with_head(s.addr, "GET", "/health/retry-queue", &[], b"").await;
+    assert!(head.contains("x-elastic-product: elasticsearch"), "{head}");
+
+    // A version the relay cannot answer in is refused by name, as Elasticsearch does.
+    let seven = [(
+        "Accept",
+        "application/vnd.elasticsearch+json; compatible-with=7",
+    )];
+    let (status, text) = http(s.addr, "POST", "/logs/_bulk", &seven, body.as_bytes()).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("media_type_header_exception"), "{text}");
+    assert!(text.contains("compatible-with=7"), "{text}");
+    assert_eq!(s.bulk.count("logs"), 1, "the refused request wrote nothing");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn present_as_elasticsearch_answers_as_elasticsearch_while_the_cluster_is_down() {
+    let config = RelayConfig {
+        present_as: PresentAs::Elasticsearch,
+        ..test_config()
+    };
+    let s = start_on(config, plain_client, async |c| c.node(0).kill().await).await;
+    let (status, head, body) = http_with_head(s.addr, "GET", "/", &[], b"").await;
+    assert_eq!(status, 200);
+    assert!(head.contains("x-elastic-product: elasticsearch"), "{head}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["version"]["build_flavor"], "default", "{v}");
+    assert_eq!(v["version"]["number"], FALLBACK_ES_VERSION);
+    assert!(v["version"].get("distribution").is_none(), "{v}");
+    let (status, head, text) = post_one_with_head(s.addr).await;
+    assert_eq!(status, 200, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(item(&v, 0)["result"], "queued");
+    assert!(head.contains("x-elastic-product: elasticsearch"), "{head}");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_presents_opensearch_until_the_cluster_answers_then_what_it_is() {
+    let s = start_on(test_config(), plain_client, async |c| {
+        c.node(0).kill().await
+    })
+    .await;
+    let (status, head, body) = http_with_head(s.addr, "GET", "/", &[], b"").await;
+    assert_eq!(status, 200);
+    assert!(!head.contains("x-elastic-product"), "{head}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["version"]["distribution"], "opensearch", "{v}");
+    assert!(v["cluster_name"].as_str().unwrap().contains("not answered"));
+
+    // The cluster comes up as Elasticsearch: the next GET / asks it and presents that.
+    s.cluster.node(0).revive().await.unwrap();
+    answer_as_elasticsearch(&s.cluster);
+    let mut learned = false;
+    for _ in 0..200 {
+        let (_, head, body) = http_with_head(s.addr, "GET", "/", &[], b"").await;
+        if head.contains("x-elastic-product: elasticsearch") {
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["version"]["number"], "8.19.21");
+            learned = true;
+            break;
+        }
+        // The transport may still hold the node dead: its resurrection is its own schedule.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(learned, "the relay learned the cluster's product");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_answers_health_and_new_writes_503_during_the_grace() {
+    let mut s = start(
+        RelayConfig {
+            // Longer than the test: the grace is over only when the test aborts the relay.
+            drain_grace: Duration::from_secs(600),
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    let (code, _) = http(s.addr, "GET", "/health/retry-queue", &[], b"").await;
+    assert_eq!(code, 200);
+    let _ = s.stop.take().unwrap().send(());
+    // Wait on observable state: readiness turns 503 (the flag is set right after the signal).
+    let mut health = (0, Value::Null);
+    for _ in 0..500 {
+        let (code, body) = http(s.addr, "GET", "/health/retry-queue", &[], b"").await;
+        health = (code, serde_json::from_str(&body).unwrap());
+        if code == 503 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(health.0, 503, "{:?}", health.1);
+    assert_eq!(health.1["draining"], true);
+    assert_eq!(health.1["ready"], false);
+    // Still listening: a new write gets a retryable 503 that sends it elsewhere.
+    let (status, head, text) = post_one_with_head(s.addr).await;
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("node_closed_exception"), "{text}");
+    assert!(head.contains("retry-after: 1"), "{head}");
+    assert!(head.contains("connection: close"), "{head}");
+    let (code, _) = http(s.addr, "GET", "/health/live", &[], b"").await;
+    assert_eq!(
+        code, 200,
+        "liveness stays 200: the process is fine, only leaving"
+    );
+    assert_eq!(s.bulk.items_seen(), 0, "the refused write reached nothing");
+    assert_eq!(
+        s.queue.stats().await.unwrap().backlog,
+        0,
+        "and was not queued"
+    );
+    assert!(!s.task.is_finished(), "the relay runs out its grace");
+    s.task.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_the_drain_grace_the_listener_is_closed() {
+    let grace = Duration::from_millis(300);
+    let mut s = start(
+        RelayConfig {
+            drain_grace: grace,
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    let signalled = tokio::time::Instant::now();
+    let _ = s.stop.take().unwrap().send(());
+    let report = (&mut s.task).await.unwrap();
+    assert!(
+        signalled.elapsed() >= grace,
+        "the listener stayed open for the grace"
+    );
+    assert!(report.connections_drained);
+    assert!(
+        tokio::net::TcpStream::connect(s.addr).await.is_err(),
+        "the listener is closed"
+    );
 }

@@ -199,13 +199,18 @@ pub async fn wait_drained(addr: SocketAddr, within: Duration) {
     }
 }
 
-/// Sends SIGTERM and waits for the exit code.
-pub async fn terminate(mut p: RelayProc) -> Option<i32> {
+/// Sends `sig` (`-TERM`, `-INT`, ...) to the relay, if it still runs.
+pub fn signal(p: &RelayProc, sig: &str) {
     if let Some(pid) = p.child.id() {
         let _ = std::process::Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
+            .args([sig, &pid.to_string()])
             .status();
     }
+}
+
+/// Sends SIGTERM and waits for the exit code.
+pub async fn terminate(mut p: RelayProc) -> Option<i32> {
+    signal(&p, "-TERM");
     tokio::time::timeout(Duration::from_secs(30), p.child.wait())
         .await
         .ok()

@@ -1,0 +1,226 @@
+//! What the real-node CLI tests share: which cluster to use (or skip), an input of small
+//! documents with ids `doc-000000`…, an index, its count and ids, the exactly-once check,
+//! and `searchwire ingest` as a child process.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use searchwire::{Client, Request};
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_searchwire");
+
+/// A real test cluster: the variable holding its URLs and the one that makes a missing
+/// cluster a failure instead of a skip.
+pub struct Engine {
+    pub urls_var: &'static str,
+    pub require_var: &'static str,
+}
+
+/// OpenSearch (`scripts/test`: 9201-9203).
+pub const OPENSEARCH: Engine = Engine {
+    urls_var: "SEARCHWIRE_TEST_CLUSTER",
+    require_var: "SEARCHWIRE_REQUIRE_CLUSTER",
+};
+
+/// Elasticsearch 8 (`scripts/test`: 9221-9223).
+pub const ELASTICSEARCH: Engine = Engine {
+    urls_var: "SEARCHWIRE_TEST_ES_CLUSTER",
+    require_var: "SEARCHWIRE_REQUIRE_ES_CLUSTER",
+};
+
+impl Engine {
+    /// The cluster's URLs, or `None` (a note on stderr) when the test is to be skipped.
+    pub fn urls(&self, test: &str) -> Option<Vec<String>> {
+        let required = std::env::var(self.require_var).is_ok_and(|v| v.trim() == "1");
+        let urls: Vec<String> = std::env::var(self.urls_var)
+            .unwrap_or_default()
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if urls.is_empty() {
+            assert!(
+                !required,
+                "{test}: {}=1 but {} is not set",
+                self.require_var, self.urls_var
+            );
+            eprintln!("{test}: skipped ({} is not set)", self.urls_var);
+            return None;
+        }
+        Some(urls)
+    }
+}
+
+/// A fresh path in this process's temporary directory.
+pub fn tmp(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("searchwire-real-ingest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join(name);
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// The id of input document `i`.
+pub fn doc_id(i: usize) -> String {
+    format!("doc-{i:06}")
+}
+
+/// `docs` NDJSON documents `{"id":"doc-…","n":i,"msg":…}`.
+pub fn write_docs(path: &Path, docs: usize) {
+    let mut s = String::with_capacity(docs * 70);
+    for i in 0..docs {
+        s.push_str(&format!(
+            "{{\"id\":\"{}\",\"n\":{i},\"msg\":\"small document {i}\"}}\n",
+            doc_id(i)
+        ));
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+/// (Re)creates `index`: 3 shards, 1 replica, `id` keyword and `n` long; waits for green.
+pub async fn create_index(client: &Client, index: &str) {
+    let _ = client.send(Request::delete(format!("/{index}"))).await;
+    client
+        .send(Request::put(format!("/{index}")).json(&json!({
+            "settings": {"number_of_shards": 3, "number_of_replicas": 1},
+            "mappings": {"properties": {"id": {"type": "keyword"}, "n": {"type": "long"}}}
+        })))
+        .await
+        .unwrap();
+    client
+        .send(Request::get(format!(
+            "/_cluster/health/{index}?wait_for_status=green&timeout=60s"
+        )))
+        .await
+        .unwrap();
+}
+
+pub async fn count(client: &Client, index: &str) -> u64 {
+    match client.send(Request::get(format!("/{index}/_count"))).await {
+        Ok(r) => r
+            .json::<Value>()
+            .map_or(0, |v| v["count"].as_u64().unwrap_or(0)),
+        Err(_) => 0,
+    }
+}
+
+/// Every `_id` in the index (search_after over `n`), and `_count`.
+pub async fn ids_and_count(client: &Client, index: &str) -> (Vec<String>, u64) {
+    client
+        .send(Request::post(format!("/{index}/_refresh")))
+        .await
+        .unwrap();
+    let mut ids = Vec::new();
+    let mut after: Option<Value> = None;
+    loop {
+        let mut q = json!({"size": 10000, "sort": [{"n": "asc"}], "_source": false});
+        if let Some(a) = &after {
+            q["search_after"] = a.clone();
+        }
+        let r: Value = client
+            .send(Request::post(format!("/{index}/_search")).json(&q))
+            .await
+            .unwrap()
+            .json()
+            .unwrap();
+        let hits = r["hits"]["hits"].as_array().unwrap().clone();
+        if hits.is_empty() {
+            break;
+        }
+        for h in &hits {
+            ids.push(h["_id"].as_str().unwrap().to_owned());
+        }
+        after = hits.last().map(|h| h["sort"].clone());
+    }
+    (ids, count(client, index).await)
+}
+
+/// The index holds exactly documents `doc-000000`..`doc-{docs-1}`, each once.
+pub fn assert_exactly_the_input(ids: Vec<String>, count: u64, docs: usize) {
+    assert_eq!(count, docs as u64, "_count equals the input");
+    assert_eq!(
+        ids.len(),
+        docs,
+        "one hit per input document (no duplicates)"
+    );
+    let set: BTreeSet<String> = ids.into_iter().collect();
+    assert_eq!(set.len(), docs);
+    let expected: BTreeSet<String> = (0..docs).map(doc_id).collect();
+    assert!(set == expected, "the index holds exactly the input ids");
+}
+
+/// `searchwire ingest INPUT --url URLS --index INDEX --id-field id` plus `extra`.
+pub fn ingest(urls: &str, input: &Path, index: &str, extra: &[&str]) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("ingest")
+        .arg(input)
+        .args(["--url", urls, "--index", index, "--id-field", "id"])
+        .args(["--progress-every", "2s"])
+        // A write pool of one thread and a queue of one rejects even a single request in
+        // flight (3 primaries + 3 replicas), and a restarting node recovers its shards under
+        // that load: the reference's 5 throttle retries (1.3 s) are sized for spikes, not
+        // for this; 15 retries wait up to ~90 s per item.
+        .args(["--throttle-retries", "15"])
+        .args(extra)
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    cmd
+}
+
+/// The ingest's JSON summary (its last stdout line).
+pub fn summary(out: &std::process::Output) -> Value {
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap_or("{}")).unwrap()
+}
+
+/// Polls `cond` (observable state) until it holds; panics after `within`.
+pub async fn wait_for(what: &str, within: Duration, mut cond: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if cond().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("{what} did not happen within {within:?}");
+}
+
+/// Runs `cmd` (an ingest) to its end within `within`; checks it exited 0 without a dead
+/// letter and returns its summary.
+pub async fn run_clean(mut cmd: tokio::process::Command, within: Duration, what: &str) -> Value {
+    let out = tokio::time::timeout(within, cmd.output())
+        .await
+        .unwrap_or_else(|_| panic!("{what} finished within {within:?}"))
+        .unwrap();
+    let s = summary(&out);
+    eprintln!("{what}: {s}");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{what}, stderr:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(s["dead_letters"], 0, "{what}: {s}");
+    s
+}
+
+/// The run wrote no dead letter to `dead` and met real rejections (429s it retried).
+pub fn assert_throttled_without_dead_letters(s: &Value, dead: &Path) {
+    assert_eq!(
+        std::fs::read_to_string(dead).unwrap(),
+        "",
+        "no dead letters"
+    );
+    assert!(
+        s["retried_throttled"].as_u64().unwrap() > 0,
+        "real 429s happened: {s}"
+    );
+}
