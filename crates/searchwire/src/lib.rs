@@ -73,6 +73,8 @@ pub use health::report::{
     ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport,
 };
 pub use health::{ClusterHealthLocal, ClusterStatus, NodeInfo};
+#[cfg(feature = "aws-sigv4")]
+pub use http::sigv4::{AwsCredentials, AwsSigV4};
 pub use message::error::{Attempt, Error, ErrorKind};
 pub use message::request::Request;
 pub use message::response::Response;
