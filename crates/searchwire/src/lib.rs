@@ -73,6 +73,7 @@ pub use health::report::{
     ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport,
 };
 pub use health::{ClusterHealthLocal, ClusterStatus, NodeInfo};
+pub use http::addr::redact_userinfo;
 #[cfg(feature = "aws-sigv4")]
 pub use http::sigv4::{AwsCredentials, AwsSigV4};
 pub use message::error::{Attempt, Error, ErrorKind};
