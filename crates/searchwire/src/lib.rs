@@ -51,6 +51,9 @@ mod config;
 mod defaults;
 mod discovery;
 pub mod explain;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod health;
 mod http;
 mod message;
