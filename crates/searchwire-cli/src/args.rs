@@ -128,6 +128,18 @@ pub struct ConnectArgs {
         help = "Mutual TLS: the private key (PEM) of --client-cert"
     )]
     pub client_key: Option<PathBuf>,
+
+    #[cfg(feature = "aws-sigv4")]
+    #[arg(
+        long,
+        value_name = "REGION[:SERVICE]",
+        conflicts_with_all = ["user", "bearer"],
+        help = "Sign every request with AWS SigV4 for Amazon OpenSearch Service (service es, \
+                the default) or Serverless (aoss), e.g. eu-west-1:aoss. Credentials from \
+                AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN, else the profile \
+                AWS_PROFILE (default) of ~/.aws/credentials and ~/.aws/config"
+    )]
+    pub aws_sigv4: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -17,19 +17,17 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use searchwire::explain::{format_duration, parse_duration};
 use searchwire_bulk::defaults as d;
-use searchwire_bulk::{
-    Action, AddError, BulkIndexer, FailedItem, IdScheme, OpType, SinkError, Stats, VersionType,
-};
+use searchwire_bulk::{AddError, BulkIndexer, FailedItem, IdScheme, OpType, SinkError, Stats};
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncSeekExt, BufReader};
 use tokio::time::Instant;
 
 use crate::args::ConnectArgs;
 use crate::exit;
+use crate::ingest_parse::{trim_line, Line, LineParser, ParseSpec};
 use crate::output;
 use crate::request::{connect, start, Auth};
 
@@ -740,13 +738,6 @@ fn sink(
     }
 }
 
-struct ParseSpec {
-    docs: bool,
-    index: Option<String>,
-    op: OpType,
-    id_field: Option<String>,
-}
-
 /// Reads the input from `offset` (line `line`), adding each record to the indexer.
 /// Returns the number of lines read.
 async fn read_input(
@@ -760,8 +751,7 @@ async fn read_input(
     let mut r = BufReader::with_capacity(256 * 1024, reader);
     let mut buf = Vec::with_capacity(4096);
     let mut lines_read = 0u64;
-    // A bulk-format action line waiting for its source: (action, its line number).
-    let mut pending_action: Option<(PartialAction, u64)> = None;
+    let mut parser = LineParser::new(spec);
     loop {
         if shared.fatal.load(Ordering::Relaxed) {
             output::error_message("stopping: the cluster rejected the credentials");
@@ -780,24 +770,14 @@ async fn read_input(
         lines_read += 1;
         shared.lines.store(lines_read, Ordering::Relaxed);
         let text = trim_line(&buf);
-        if text.is_empty() && pending_action.is_none() {
+        let record = match parser.feed(text, line) {
             // Blank lines finish immediately.
-            push_pending(shared, None, line, offset, line);
-            continue;
-        }
-        let record = if spec.docs {
-            parse_doc(text, spec).map(|a| (a, line))
-        } else if let Some((pa, start)) = pending_action.take() {
-            pa.with_source(text, spec).map(|a| (a, start))
-        } else {
-            match parse_action_line(text, spec) {
-                Ok(pa) if pa.op == OpType::Delete => pa.with_source(b"", spec).map(|a| (a, line)),
-                Ok(pa) => {
-                    pending_action = Some((pa, line));
-                    continue;
-                }
-                Err(e) => Err(e),
+            Line::Blank => {
+                push_pending(shared, None, line, offset, line);
+                continue;
             }
+            Line::Pending => continue,
+            Line::Record(record) => record,
         };
         match record {
             Ok((action, start_line)) => match ix.add(action).await {
@@ -819,7 +799,7 @@ async fn read_input(
             }
         }
     }
-    if let Some((_, start)) = pending_action {
+    if let Some(start) = parser.finish() {
         malformed(
             shared,
             start,
@@ -848,18 +828,6 @@ fn push_pending(
     }
 }
 
-fn trim_line(buf: &[u8]) -> &[u8] {
-    let mut end = buf.len();
-    while end > 0 && matches!(buf[end - 1], b'\n' | b'\r' | b' ' | b'\t') {
-        end -= 1;
-    }
-    let start = buf[..end]
-        .iter()
-        .position(|b| !matches!(b, b' ' | b'\t'))
-        .unwrap_or(end);
-    &buf[start..end]
-}
-
 /// Reports a malformed line on stderr and writes it to the dead letters.
 fn malformed(shared: &Shared, line: u64, text: &[u8], reason: &str) {
     shared.malformed.fetch_add(1, Ordering::Relaxed);
@@ -884,181 +852,6 @@ fn malformed(shared: &Shared, line: u64, text: &[u8], reason: &str) {
         if let Err(e) = d.write(json.as_bytes()) {
             output::error_message(format!("cannot write the dead-letter file: {e}"));
         }
-    }
-}
-
-fn parse_doc(text: &[u8], spec: &ParseSpec) -> Result<Action, String> {
-    let index = spec.index.clone().unwrap_or_default();
-    let mut action = Action::with_op(spec.op, index);
-    if let Some(path) = &spec.id_field {
-        if text.first() != Some(&b'{') {
-            return Err("not a JSON object".into());
-        }
-        let segments: Vec<&str> = path.split('.').collect();
-        let mut de = serde_json::Deserializer::from_slice(text);
-        let id = serde::de::DeserializeSeed::deserialize(IdAt(&segments), &mut de)
-            .and_then(|id| de.end().map(|()| id))
-            .map_err(|e| format!("not a JSON document: {e}"))?;
-        let id = id.ok_or_else(|| format!("no id field {path:?}"))?;
-        action = action.id(id);
-    } else {
-        check_object(text)?;
-    }
-    Ok(action.source(Bytes::copy_from_slice(text)))
-}
-
-/// Validates that `text` is one JSON object without building a value.
-fn check_object(text: &[u8]) -> Result<(), String> {
-    if text.first() != Some(&b'{') {
-        return Err("not a JSON object".into());
-    }
-    serde_json::from_slice::<serde::de::IgnoredAny>(text)
-        .map(|_| ())
-        .map_err(|e| format!("not a JSON document: {e}"))
-}
-
-/// Finds the value at a dotted path while the document is parsed once, without building a
-/// `serde_json::Value` of it (the whole document is still validated): a string, or a
-/// number/bool rendered as text, is the id; anything else, or no such field, is `None`.
-/// Building a `Value` for every document cost more CPU than the rest of the ingest.
-struct IdAt<'p>(&'p [&'p str]);
-
-impl<'de> serde::de::DeserializeSeed<'de> for IdAt<'_> {
-    type Value = Option<String>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for IdAt<'_> {
-    type Value = Option<String>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            match self.0.split_first() {
-                Some((first, rest)) if found.is_none() && key == *first => {
-                    found = map.next_value_seed(IdAt(rest))?;
-                }
-                _ => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(found)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok((self.0.is_empty() && !v.is_empty()).then(|| v.to_owned()))
-    }
-
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_string()))
-    }
-
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_string()))
-    }
-
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| {
-            serde_json::Number::from_f64(v).map_or_else(|| v.to_string(), |n| n.to_string())
-        }))
-    }
-
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_string()))
-    }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-}
-
-#[derive(Deserialize)]
-struct Meta {
-    #[serde(rename = "_index")]
-    index: Option<String>,
-    #[serde(rename = "_id")]
-    id: Option<serde_json::Value>,
-    routing: Option<String>,
-    pipeline: Option<String>,
-    version: Option<u64>,
-    version_type: Option<String>,
-}
-
-struct PartialAction {
-    op: OpType,
-    meta: Meta,
-}
-
-fn parse_action_line(text: &[u8], spec: &ParseSpec) -> Result<PartialAction, String> {
-    let v: std::collections::BTreeMap<String, Meta> = serde_json::from_slice(text)
-        .map_err(|e| format!("not a bulk action line ({{\"index\":{{...}}}}): {e}"))?;
-    let mut it = v.into_iter();
-    let (Some((op, meta)), None) = (it.next(), it.next()) else {
-        return Err(
-            "a bulk action line has exactly one key: index, create, update or delete".into(),
-        );
-    };
-    let op = match op.as_str() {
-        "index" => OpType::Index,
-        "create" => OpType::Create,
-        "update" => OpType::Update,
-        "delete" => OpType::Delete,
-        other => {
-            return Err(format!(
-                "unknown bulk action {other:?}; use index, create, update or delete"
-            ))
-        }
-    };
-    if meta.index.is_none() && spec.index.is_none() {
-        return Err("the action has no _index and no --index was given".into());
-    }
-    Ok(PartialAction { op, meta })
-}
-
-impl PartialAction {
-    fn with_source(self, text: &[u8], spec: &ParseSpec) -> Result<Action, String> {
-        let m = self.meta;
-        let index = m.index.or_else(|| spec.index.clone()).unwrap_or_default();
-        let mut a = Action::with_op(self.op, index);
-        match m.id {
-            Some(serde_json::Value::String(s)) => a = a.id(s),
-            Some(serde_json::Value::Number(n)) => a = a.id(n.to_string()),
-            Some(serde_json::Value::Null) | None => {}
-            Some(other) => return Err(format!("_id must be a string, not {other}")),
-        }
-        if let Some(r) = m.routing {
-            a = a.routing(r);
-        }
-        if let Some(p) = m.pipeline {
-            a = a.pipeline(p);
-        }
-        if let Some(v) = m.version {
-            let vt = match m.version_type.as_deref() {
-                None | Some("internal") => VersionType::Internal,
-                Some("external") => VersionType::External,
-                Some("external_gte") => VersionType::ExternalGte,
-                Some(other) => return Err(format!("unknown version_type {other:?}")),
-            };
-            a = a.version(v, vt);
-        }
-        if self.op != OpType::Delete {
-            check_object(text).map_err(|e| format!("the source line: {e}"))?;
-            a = a.source(Bytes::copy_from_slice(text));
-        }
-        Ok(a)
     }
 }
 
@@ -1098,31 +891,5 @@ mod tests {
         );
         assert!(t.advance(3));
         assert_eq!(t.done.offset, 30);
-    }
-
-    fn id_of(doc: &str, path: &str) -> Result<Option<String>, String> {
-        let segments: Vec<&str> = path.split('.').collect();
-        let mut de = serde_json::Deserializer::from_str(doc);
-        serde::de::DeserializeSeed::deserialize(IdAt(&segments), &mut de)
-            .and_then(|id| de.end().map(|()| id))
-            .map_err(|e| e.to_string())
-    }
-
-    #[test]
-    fn ids_from_dotted_paths() {
-        let doc = r#"{"a": [1, {"id": 7}], "user": {"id": 42, "name": "a"}, "s": "x", "f": 1.5, "b": true, "n": null, "e": ""}"#;
-        assert_eq!(id_of(doc, "user.id").unwrap().as_deref(), Some("42"));
-        assert_eq!(id_of(doc, "s").unwrap().as_deref(), Some("x"));
-        assert_eq!(id_of(doc, "f").unwrap().as_deref(), Some("1.5"));
-        assert_eq!(id_of(doc, "b").unwrap().as_deref(), Some("true"));
-        assert_eq!(id_of(doc, "user").unwrap(), None);
-        assert_eq!(id_of(doc, "a.id").unwrap(), None);
-        assert_eq!(id_of(doc, "n").unwrap(), None);
-        assert_eq!(id_of(doc, "e").unwrap(), None);
-        assert_eq!(id_of(doc, "nope").unwrap(), None);
-        assert_eq!(id_of(doc, "user.id.deeper").unwrap(), None);
-        // The whole document is still validated, after the id too.
-        assert!(id_of(r#"{"id": "1", "x": [}"#, "id").is_err());
-        assert!(id_of(r#"{"id": "1"} trailing"#, "id").is_err());
     }
 }

@@ -21,6 +21,7 @@ mod exit;
 mod explain;
 mod health;
 mod ingest;
+mod ingest_parse;
 mod load;
 mod metrics;
 #[cfg(feature = "otlp")]

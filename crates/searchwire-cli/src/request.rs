@@ -27,6 +27,10 @@ pub fn connect(conn: &ConnectArgs, auth: Auth) -> Result<searchwire::ClientBuild
         Auth::Basic { user, password } => b = b.basic_auth(user, password),
         Auth::Bearer(token) => b = b.bearer_auth(token),
     }
+    #[cfg(feature = "aws-sigv4")]
+    if let Some(spec) = &conn.aws_sigv4 {
+        b = b.aws_sigv4(searchwire::AwsSigV4::from_spec(spec).map_err(|e| e.to_string())?);
+    }
     if let Some(path) = &conn.ca_cert {
         let pem = std::fs::read(path)
             .map_err(|e| format!("cannot read --ca-cert file {}: {e}", path.display()))?;

@@ -21,6 +21,15 @@ async fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
         .env_remove("SEARCHWIRE_ATTEMPT_TIMEOUT")
         .env_remove("SEARCHWIRE_PASSWORD")
         .env_remove("RUST_LOG")
+        .env_remove("AWS_ACCESS_KEY_ID")
+        .env_remove("AWS_SECRET_ACCESS_KEY")
+        .env_remove("AWS_SESSION_TOKEN")
+        .env_remove("AWS_PROFILE")
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "/nonexistent/searchwire-test/credentials",
+        )
+        .env("AWS_CONFIG_FILE", "/nonexistent/searchwire-test/config")
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true);
     for (k, v) in env {
@@ -408,6 +417,94 @@ async fn a_scheme_typo_with_credentials_exits_2_without_echoing_the_password() {
             stderr(&out)
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn aws_sigv4_signs_with_keys_from_the_environment_or_a_profile_and_never_prints_them() {
+    let c = cluster(1).await;
+    let url = urls(&c);
+    let base = [
+        "request",
+        "GET",
+        "/",
+        "--url",
+        &url,
+        "--json",
+        "--trace-attempts",
+    ];
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--aws-sigv4", "eu-west-1:aoss"]);
+    let out = run_env(
+        &args,
+        &[
+            ("AWS_ACCESS_KEY_ID", "AKIDFROMENV"),
+            ("AWS_SECRET_ACCESS_KEY", "env-secret-key"),
+            ("AWS_SESSION_TOKEN", "env-session-token"),
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        !all.contains("env-secret") && !all.contains("env-session"),
+        "{all}"
+    );
+    let recorded = c.node(0).requests();
+    let auth = recorded
+        .last()
+        .unwrap()
+        .header("authorization")
+        .unwrap()
+        .to_string();
+    assert!(
+        auth.starts_with("AWS4-HMAC-SHA256 Credential=AKIDFROMENV/")
+            && auth.contains("/eu-west-1/aoss/aws4_request"),
+        "{auth}"
+    );
+    // A profile of the shared credentials file; the service defaults to es.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("credentials");
+    std::fs::write(
+        &file,
+        "[prod]\naws_access_key_id = AKIDPROFILE\naws_secret_access_key = profile-secret\n",
+    )
+    .unwrap();
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--aws-sigv4", "us-east-1"]);
+    let out = run_env(
+        &args,
+        &[
+            ("AWS_SHARED_CREDENTIALS_FILE", file.to_str().unwrap()),
+            ("AWS_PROFILE", "prod"),
+        ],
+    )
+    .await;
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    assert!(!format!("{}{}", stdout(&out), stderr(&out)).contains("profile-secret"));
+    let auth = c
+        .node(0)
+        .requests()
+        .last()
+        .unwrap()
+        .header("authorization")
+        .unwrap()
+        .to_string();
+    assert!(
+        auth.contains("Credential=AKIDPROFILE/") && auth.contains("/us-east-1/es/"),
+        "{auth}"
+    );
+    // No credentials anywhere: exit 2 saying where they are looked for.
+    let out = run(&args).await;
+    assert_eq!(code(&out), 2, "{}", stderr(&out));
+    assert!(
+        error_line(&out).contains("AWS_ACCESS_KEY_ID"),
+        "{}",
+        stderr(&out)
+    );
+    // With --user it is a usage error (one kind of credentials).
+    let mut args = base.to_vec();
+    args.extend_from_slice(&["--aws-sigv4", "us-east-1", "--user", "u", "--password", "p"]);
+    assert_eq!(code(&run(&args).await), 2);
 }
 
 // ---- request: load -----------------------------------------------------------------------

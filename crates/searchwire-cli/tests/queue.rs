@@ -201,7 +201,7 @@ async fn redis_passwords_never_reach_the_output() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("cannot connect to Redis at redis://:***@127.0.0.1:1"),
+        err.contains("cannot connect to Redis at redis://<redacted>@127.0.0.1:1"),
         "{err}"
     );
     assert!(!err.contains("hunter2"));

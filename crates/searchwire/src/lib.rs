@@ -51,6 +51,9 @@ mod config;
 mod defaults;
 mod discovery;
 pub mod explain;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod health;
 mod http;
 mod message;
@@ -73,6 +76,9 @@ pub use health::report::{
     ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport,
 };
 pub use health::{ClusterHealthLocal, ClusterStatus, NodeInfo};
+pub use http::addr::redact_userinfo;
+#[cfg(feature = "aws-sigv4")]
+pub use http::sigv4::{AwsCredentials, AwsSigV4};
 pub use message::error::{Attempt, Error, ErrorKind};
 pub use message::request::Request;
 pub use message::response::Response;

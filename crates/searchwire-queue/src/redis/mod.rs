@@ -142,20 +142,9 @@ impl std::fmt::Debug for RedisConfig {
     }
 }
 
-/// `url` with any password replaced by `***`.
-pub fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
-        return url.to_owned();
-    };
-    let (auth, host) = match rest.rfind('@') {
-        Some(at) => (&rest[..at], &rest[at + 1..]),
-        None => return url.to_owned(),
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => format!("{scheme}://***@{host}"),
-    }
-}
+/// A Redis URL as it may be shown: the transport's one redaction (`searchwire::redact_userinfo`),
+/// so a password never appears, even in a URL without a scheme.
+use searchwire::redact_userinfo as redact;
 
 struct Keys {
     all: Vec<String>,
@@ -686,8 +675,17 @@ mod tests {
 
     #[test]
     fn redacts_passwords() {
-        assert_eq!(redact("redis://:secret@h:6379/0"), "redis://:***@h:6379/0");
-        assert_eq!(redact("redis://u:secret@h:6379"), "redis://u:***@h:6379");
+        assert_eq!(
+            redact("redis://:secret@h:6379/0"),
+            "redis://<redacted>@h:6379/0"
+        );
+        assert_eq!(
+            redact("redis://u:secret@h:6379"),
+            "redis://<redacted>@h:6379"
+        );
         assert_eq!(redact("redis://h:6379"), "redis://h:6379");
+        // The old queue-only redaction showed these whole.
+        assert_eq!(redact("u:secret@h:6379"), "<redacted>@h:6379");
+        assert_eq!(redact("redis//u:secret@h:6379"), "<redacted>@h:6379");
     }
 }

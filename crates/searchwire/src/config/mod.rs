@@ -83,6 +83,8 @@ pub struct ClientBuilder {
     pub(crate) breaker: Option<BreakerConfig>,
     pub(crate) gateway_eject: u32,
     pub(crate) metrics: bool,
+    #[cfg(feature = "aws-sigv4")]
+    pub(crate) aws_sigv4: Option<crate::http::sigv4::AwsSigV4>,
 }
 
 impl Default for ClientBuilder {
@@ -119,6 +121,8 @@ impl Default for ClientBuilder {
             breaker: Some(BreakerConfig::default()),
             gateway_eject: defaults::NODE_GATEWAY_FAILURES_TO_EJECT,
             metrics: true,
+            #[cfg(feature = "aws-sigv4")]
+            aws_sigv4: None,
         }
     }
 }
@@ -150,11 +154,34 @@ impl fmt::Debug for ClientBuilder {
             .field("adaptive_jitter", &self.adaptive_jitter)
             .field("circuit_breaker", &self.breaker)
             .field("gateway_eject", &self.gateway_eject)
+            .field("aws_sigv4", &self.aws_sigv4_shown())
             .finish_non_exhaustive()
     }
 }
 
 impl ClientBuilder {
+    /// Signs every request (retries, health checks, probes and discovery too) with AWS
+    /// Signature Version 4, for Amazon OpenSearch Service (`es`) or OpenSearch Serverless
+    /// (`aoss`). Replaces basic/bearer credentials (both together fail `build()`).
+    /// Feature `aws-sigv4`.
+    #[cfg(feature = "aws-sigv4")]
+    pub fn aws_sigv4(mut self, signing: crate::http::sigv4::AwsSigV4) -> ClientBuilder {
+        self.aws_sigv4 = Some(signing);
+        self
+    }
+
+    /// What `Debug` shows of the SigV4 settings: region and service, never a secret.
+    fn aws_sigv4_shown(&self) -> Option<String> {
+        #[cfg(feature = "aws-sigv4")]
+        {
+            self.aws_sigv4
+                .as_ref()
+                .map(|s| format!("{}:{}", s.region(), s.service()))
+        }
+        #[cfg(not(feature = "aws-sigv4"))]
+        None
+    }
+
     /// Adds a seed node URL: `http(s)://[user:pass@]host[:port][/prefix]`.
     pub fn node(mut self, url: impl Into<String>) -> ClientBuilder {
         self.nodes.push(url.into());

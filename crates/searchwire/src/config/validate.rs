@@ -46,6 +46,20 @@ impl ClientBuilder {
         if let Some(c) = url_credentials(&addrs, in_urls, self.credentials.is_some())? {
             self.credentials = Some(c);
         }
+        #[cfg(feature = "aws-sigv4")]
+        if let Some(signing) = &self.aws_sigv4 {
+            signing.validate()?;
+            if self.credentials.is_some()
+                || self
+                    .headers
+                    .iter()
+                    .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
+            {
+                return Err(Error::config(
+                    "AWS SigV4 signing sets the Authorization header itself; remove the basic/bearer credentials (or the user:password in the URL, or the Authorization header)",
+                ));
+            }
+        }
         for s in &self.retry.retry_on_status {
             if !(400..=599).contains(s) {
                 return Err(Error::config(format!(

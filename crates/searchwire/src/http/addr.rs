@@ -300,12 +300,19 @@ fn has_explicit_port(url: &str) -> bool {
     }
 }
 
-/// The one redaction of URL-shaped text for display (errors, logs, `Debug`): anything
-/// credential-shaped — the text between the scheme's `://` (or the start, when there is
-/// none before it) and the last `@` — becomes `<redacted>`. Errs on the side of hiding:
-/// `h/a@b` loses `h/a`. A valid [`NodeAddr`] never needs it (its display has no
-/// userinfo, and a path prefix with `@` is rejected).
-pub(crate) fn redact_userinfo(s: &str) -> String {
+/// The one redaction of URL-shaped text for display (errors, logs, `Debug`), used for node
+/// URLs and by `searchwire-queue` for Redis URLs: anything credential-shaped — the text
+/// between the scheme's `://` (or the start, when there is none before it) and the last
+/// `@` — becomes `<redacted>`. Errs on the side of hiding: `h/a@b` loses `h/a`. A valid
+/// node address never needs it (its display has no userinfo, and a path prefix with `@`
+/// is rejected).
+///
+/// ```
+/// assert_eq!(searchwire::redact_userinfo("redis://u:pw@h:6379/0"), "redis://<redacted>@h:6379/0");
+/// assert_eq!(searchwire::redact_userinfo("u:pw@h:6379"), "<redacted>@h:6379");
+/// assert_eq!(searchwire::redact_userinfo("http://h:9200"), "http://h:9200");
+/// ```
+pub fn redact_userinfo(s: &str) -> String {
     let Some(at) = s.rfind('@') else {
         return s.to_string();
     };

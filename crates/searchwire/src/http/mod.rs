@@ -3,3 +3,5 @@
 pub(crate) mod addr;
 pub(crate) mod connect_timeout;
 pub(crate) mod connector;
+#[cfg(feature = "aws-sigv4")]
+pub(crate) mod sigv4;

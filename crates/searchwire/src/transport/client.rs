@@ -112,6 +112,9 @@ impl Client {
         headers: HeaderMap,
         connector: Arc<dyn Connector>,
     ) -> Client {
+        // Signing is the last step before the bytes leave, for every request and check.
+        #[cfg(feature = "aws-sigv4")]
+        let connector = crate::http::sigv4::wrap(connector, b.aws_sigv4.as_ref());
         let seed = b.seed.unwrap_or_else(|| fastrand::u64(..));
         let discovery = crate::shared::Discovery::new(b.discovery, addrs.clone());
         let nodes = addrs
