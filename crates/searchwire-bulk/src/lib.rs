@@ -79,3 +79,25 @@ pub use response::{BulkResponse, ItemError, ItemResult};
 pub use sink::{DeadLetterSink, FailedItem, FailureReason, LogDeadLetters, RetrySink, SinkError};
 pub use stats::Stats;
 pub use tracked::{EncodedAction, ItemOutcome, ItemTicket, WrittenItem};
+
+
+/// Benchmark hook (`benches/instructions.rs`), not part of the API: what the indexer does
+/// for one batch on its hot path, minus the I/O — prepares every action (checks it, puts its
+/// action and source lines together), concatenates the lines into one request body, and
+/// parses a bulk response. Returns the body length and the number of items parsed.
+#[doc(hidden)]
+pub fn __bench_batch(actions: Vec<Action>, response: &[u8]) -> Result<(usize, usize), String> {
+    let mut lines = Vec::with_capacity(actions.len());
+    let mut bytes = 0;
+    for mut action in actions {
+        let (l, _) = action.prepare(IdScheme::UuidV7)?;
+        bytes += l.len();
+        lines.push(l);
+    }
+    let mut body = bytes::BytesMut::with_capacity(bytes);
+    for l in &lines {
+        body.extend_from_slice(l);
+    }
+    let parsed = BulkResponse::parse(response)?;
+    Ok((body.len(), parsed.items.len()))
+}

@@ -45,14 +45,65 @@ pub struct Summary {
     pub retries: u64,
     pub latency_ms: Latency,
     pub errors: BTreeMap<&'static str, u64>,
+    /// Wall time of the whole load, first start to last completion, in seconds.
+    pub wall_s: f64,
+    /// `requests / wall_s` (0 when no time passed).
+    pub requests_per_s: f64,
+    /// CPU time the whole process (every thread) used during the load.
+    pub cpu_s: Cpu,
+    /// `requests / cpu_s.total` (null when the CPU time is unknown or 0).
+    pub requests_per_cpu_s: Option<f64>,
 }
 
 /// Nearest-rank percentiles over all requests, in milliseconds (null with no requests).
 #[derive(Debug, Serialize, PartialEq)]
 pub struct Latency {
     pub p50: Option<f64>,
+    pub p90: Option<f64>,
     pub p99: Option<f64>,
     pub max: Option<f64>,
+}
+
+/// Process CPU time in seconds, from `getrusage(RUSAGE_SELF)` before and after the load
+/// (null where the platform cannot tell).
+#[derive(Clone, Copy, Debug, Serialize, PartialEq)]
+pub struct Cpu {
+    pub user: Option<f64>,
+    pub system: Option<f64>,
+    pub total: Option<f64>,
+}
+
+impl Cpu {
+    /// User and system CPU time this process has used so far.
+    fn now() -> Cpu {
+        match nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_SELF) {
+            Ok(u) => {
+                let secs =
+                    |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+                let (user, system) = (secs(u.user_time()), secs(u.system_time()));
+                Cpu {
+                    user: Some(user),
+                    system: Some(system),
+                    total: Some(user + system),
+                }
+            }
+            Err(_) => Cpu {
+                user: None,
+                system: None,
+                total: None,
+            },
+        }
+    }
+
+    /// The CPU time used between `earlier` and `self`.
+    fn since(self, earlier: Cpu) -> Cpu {
+        let d = |a: Option<f64>, b: Option<f64>| Some((a? - b?).max(0.0));
+        Cpu {
+            user: d(self.user, earlier.user),
+            system: d(self.system, earlier.system),
+            total: d(self.total, earlier.total),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -69,6 +120,7 @@ struct Stats {
 /// Runs the load; returns the summary and the exit code (0 if every request succeeded, else
 /// the code of the first request to fail, in completion order).
 pub async fn run(client: Client, template: Request, spec: LoadSpec) -> (Summary, u8) {
+    let cpu_before = Cpu::now();
     let started = Instant::now();
     let end = match spec.stop {
         Stop::For(d) => Some(started.checked_add(d).unwrap_or_else(far_future)),
@@ -109,9 +161,11 @@ pub async fn run(client: Client, template: Request, spec: LoadSpec) -> (Summary,
         }
     }
 
+    let wall = started.elapsed();
+    let cpu = Cpu::now().since(cpu_before);
     let mut st = stats.lock().unwrap_or_else(PoisonError::into_inner);
     let stats = std::mem::take(&mut *st);
-    summarize(stats)
+    summarize(stats, wall, cpu)
 }
 
 /// Workers to start: `--concurrency`, but never more than `--repeat` requests.
@@ -205,7 +259,7 @@ impl Worker {
     }
 }
 
-fn summarize(mut st: Stats) -> (Summary, u8) {
+fn summarize(mut st: Stats, wall: Duration, cpu: Cpu) -> (Summary, u8) {
     st.latencies.sort_unstable();
     let requests = st.latencies.len() as u64;
     let pick = |p: u64| nearest_rank(&st.latencies, p).map(output::ms);
@@ -217,12 +271,50 @@ fn summarize(mut st: Stats) -> (Summary, u8) {
         retries: st.attempts.saturating_sub(requests),
         latency_ms: Latency {
             p50: pick(50),
+            p90: pick(90),
             p99: pick(99),
             max: st.latencies.last().copied().map(output::ms),
         },
         errors: st.errors,
+        wall_s: wall.as_secs_f64(),
+        requests_per_s: per(requests, Some(wall.as_secs_f64())).unwrap_or(0.0),
+        cpu_s: cpu,
+        requests_per_cpu_s: per(requests, cpu.total),
     };
     (summary, st.first_failure.unwrap_or(exit::SUCCESS))
+}
+
+/// `n / secs`, or `None` when the time is unknown or zero.
+fn per(n: u64, secs: Option<f64>) -> Option<f64> {
+    secs.filter(|s| *s > 0.0).map(|s| n as f64 / s)
+}
+
+/// The summary for people (stderr, without `--json`): one line of rates, one of latencies.
+pub fn human(s: &Summary) -> String {
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:.2} ms"));
+    let secs = |v: Option<f64>| v.map_or_else(|| "?".to_string(), |v| format!("{v:.2} s"));
+    let per_cpu = s
+        .requests_per_cpu_s
+        .map_or_else(|| "?".to_string(), |v| format!("{v:.0}"));
+    format!(
+        "{} requests ({} ok, {} failed, {} attempts) in {:.2} s: {:.0} requests/s; \
+         CPU {} (user {}, system {}): {} requests per CPU-second\n\
+         latency p50 {}, p90 {}, p99 {}, max {}\n",
+        s.requests,
+        s.ok,
+        s.failed,
+        s.attempts,
+        s.wall_s,
+        s.requests_per_s,
+        secs(s.cpu_s.total),
+        secs(s.cpu_s.user),
+        secs(s.cpu_s.system),
+        per_cpu,
+        ms(s.latency_ms.p50),
+        ms(s.latency_ms.p90),
+        ms(s.latency_ms.p99),
+        ms(s.latency_ms.max),
+    )
 }
 
 /// The nearest-rank `p`th percentile of ascending `sorted`: the value at rank
@@ -242,6 +334,26 @@ mod tests {
 
     fn ms(v: &[u64]) -> Vec<Duration> {
         v.iter().map(|m| Duration::from_millis(*m)).collect()
+    }
+
+    #[test]
+    fn cpu_time_is_measured_and_subtracted() {
+        let before = Cpu::now();
+        // Burn a little CPU so the difference is visible whatever the clock's resolution.
+        let mut x = 0u64;
+        while Cpu::now().since(before).total.unwrap_or(1.0) < 0.01 {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let d = Cpu::now().since(before);
+        let (u, s, t) = (
+            d.user.unwrap_or(-1.0),
+            d.system.unwrap_or(-1.0),
+            d.total.unwrap_or(-1.0),
+        );
+        assert!(
+            u >= 0.0 && s >= 0.0 && (t - (u + s)).abs() < 1e-9 && t >= 0.01,
+            "{d:?}"
+        );
     }
 
     #[test]
@@ -288,17 +400,43 @@ mod tests {
             errors,
             first_failure: Some(1),
         };
-        let (s, code) = summarize(st);
+        let cpu = Cpu {
+            user: Some(1.5),
+            system: Some(0.5),
+            total: Some(2.0),
+        };
+        let (s, code) = summarize(st, Duration::from_millis(1500), cpu);
         assert_eq!((s.requests, s.retries, code), (3, 2, 1));
         assert_eq!(
             s.latency_ms,
             Latency {
                 p50: Some(2.0),
+                p90: Some(3.0),
                 p99: Some(3.0),
                 max: Some(3.0)
             }
         );
-        let (empty, code) = summarize(Stats::default());
+        assert_eq!((s.wall_s, s.requests_per_s), (1.5, 2.0));
+        assert_eq!((s.cpu_s, s.requests_per_cpu_s), (cpu, Some(1.5)));
+        let text = human(&s);
+        assert!(
+            text.contains("3 requests (2 ok, 1 failed, 5 attempts) in 1.50 s: 2 requests/s")
+                && text
+                    .contains("CPU 2.00 s (user 1.50 s, system 0.50 s): 2 requests per CPU-second")
+                && text.contains("latency p50 2.00 ms, p90 3.00 ms, p99 3.00 ms, max 3.00 ms"),
+            "{text}"
+        );
+        let unknown = Cpu {
+            user: None,
+            system: None,
+            total: None,
+        };
+        let (empty, code) = summarize(Stats::default(), Duration::ZERO, unknown);
         assert_eq!((empty.requests, empty.latency_ms.max, code), (0, None, 0));
+        assert_eq!(
+            (empty.requests_per_s, empty.requests_per_cpu_s),
+            (0.0, None)
+        );
+        assert!(human(&empty).contains("CPU ? (user ?, system ?): ? requests per CPU-second"));
     }
 }

@@ -93,6 +93,9 @@ pub async fn run(args: RequestArgs, auth: Auth) -> u8 {
             };
             let (summary, code) = load::run(client, template, spec).await;
             output::stdout(output::to_json_line(&summary).as_bytes());
+            if !args.json {
+                output::stderr(&load::human(&summary));
+            }
             code
         }
         None => single(&client, template, args.trace_attempts, args.json).await,

@@ -617,6 +617,63 @@ async fn for_duration_with_rate_paces_request_starts() {
     assert_eq!(v["ok"].as_u64(), Some(n));
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn load_summary_reports_p90_wall_and_cpu_time() {
+    let c = cluster(1).await;
+    let base = ["request", "GET", "/", "--url", &urls(&c), "--for", "300ms"];
+    let out = run(&base).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let v = json(&stdout(&out));
+    let n = v["requests"].as_f64().unwrap_or(0.0);
+    let f = |p: &str| v.pointer(p).and_then(Value::as_f64).unwrap_or(-1.0);
+    let (p50, p90, p99) = (
+        f("/latency_ms/p50"),
+        f("/latency_ms/p90"),
+        f("/latency_ms/p99"),
+    );
+    assert!(n > 0.0 && 0.0 < p50 && p50 <= p90 && p90 <= p99, "{v}");
+    // The load runs for 300 ms, and the last requests complete after that.
+    let wall = f("/wall_s");
+    assert!((0.3..5.0).contains(&wall), "{v}");
+    assert!(
+        (f("/requests_per_s") - n / wall).abs() < 1e-6 * n / wall,
+        "{v}"
+    );
+    let (user, system, total) = (f("/cpu_s/user"), f("/cpu_s/system"), f("/cpu_s/total"));
+    assert!(
+        user >= 0.0 && system >= 0.0 && (total - user - system).abs() < 1e-9,
+        "{v}"
+    );
+    // Hundreds of requests cannot cost zero CPU; nor can one thread use more than the wall
+    // time times the runtime's threads (a generous bound: 64).
+    assert!(total > 0.0 && total < wall * 64.0, "{v}");
+    assert!(
+        (f("/requests_per_cpu_s") - n / total).abs() < 1e-6 * n / total,
+        "{v}"
+    );
+    // Without --json the same numbers, in words, on stderr.
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "{} requests ({} ok, 0 failed",
+            v["requests"], v["ok"]
+        )) && err.contains(" requests per CPU-second")
+            && err.contains("latency p50 "),
+        "{err}"
+    );
+    // With --json: only the JSON.
+    let mut args = base.to_vec();
+    args.push("--json");
+    let out = run(&args).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert!(json(&stdout(&out))["cpu_s"]["total"].is_f64());
+    assert!(
+        !stderr(&out).contains("requests per CPU-second"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 // ---- request: --trace-attempts -----------------------------------------------------------
 
 fn trace_lines(stderr: &str) -> Vec<Value> {

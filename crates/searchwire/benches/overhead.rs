@@ -36,6 +36,10 @@ use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use searchwire::{Client, Request};
 
+#[path = "support/bare.rs"]
+mod bare;
+use bare::{bare_client, bare_get};
+
 const BODY: &[u8] = br#"{"ok":true}"#;
 
 /// Starts the server on its own thread and runtime; returns its address.
@@ -76,34 +80,6 @@ fn start_server() -> SocketAddr {
         })
         .unwrap();
     addr
-}
-
-type Bare = HyperClient<HttpConnector, Full<Bytes>>;
-
-/// The baseline: what a hand-written hyper-util client would do per request.
-fn bare_client() -> Bare {
-    let mut http = HttpConnector::new();
-    http.set_nodelay(true);
-    http.set_connect_timeout(Some(Duration::from_secs(5)));
-    HyperClient::builder(TokioExecutor::new())
-        .pool_timer(TokioTimer::new())
-        .pool_idle_timeout(searchwire::explain::POOL_IDLE_TIMEOUT)
-        .pool_max_idle_per_host(64)
-        .build(http)
-}
-
-async fn bare_get(client: &Bare, uri: &http::Uri) -> Bytes {
-    let req = http::Request::builder()
-        .uri(uri.clone())
-        .header(
-            http::header::USER_AGENT,
-            concat!("searchwire/", env!("CARGO_PKG_VERSION")),
-        )
-        .body(Full::new(Bytes::new()))
-        .unwrap();
-    let resp = client.request(req).await.unwrap();
-    assert_eq!(resp.status(), 200);
-    resp.into_body().collect().await.unwrap().to_bytes()
 }
 
 async fn sw_get(client: &Client) -> Bytes {
@@ -173,8 +149,7 @@ fn overhead(c: &mut Criterion) {
 /// Paired A/B run, robust to the machine's load drifting between criterion's (sequential)
 /// benchmarks: bare and searchwire alternate block by block (ABBA order) on the same
 /// runtime, connections and server. Per block it records the wall time and the client
-/// thread's CPU time (from `/proc/thread-self/schedstat`; the server runs on another
-/// thread), and it records every request's own latency. Prints medians and ratios.
+/// thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`; the server runs on another thread), and it records every request's own latency. Prints medians and ratios.
 fn paired() {
     let rounds_c1: usize = env_usize("PAIRED_ROUNDS_C1", 20_000);
     let rounds_c64: usize = env_usize("PAIRED_ROUNDS_C64", 400);
@@ -282,11 +257,19 @@ fn paired() {
     println!("(µs columns are per request: block wall or CPU time / requests in the block; medians over blocks)");
 }
 
-/// CPU time consumed by the calling thread so far, in ns (Linux; 0 elsewhere).
+/// CPU time consumed by the calling thread so far, in ns: `CLOCK_THREAD_CPUTIME_ID`, which
+/// the kernel brings up to date on every read (0 where it cannot be read).
+///
+/// Not `/proc/thread-self/schedstat`: its runtime field is only updated when the thread is
+/// descheduled or at a scheduler tick (1–4 ms). At c=64 the client thread rarely sleeps and
+/// a block lasts about a millisecond, so most blocks read a delta of 0 and the column's
+/// median printed 0.00 (and 0/0 = NaN as the ratio).
 fn thread_cpu_ns() -> u64 {
-    std::fs::read_to_string("/proc/thread-self/schedstat")
-        .ok()
-        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .map(|t| {
+            u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000_000
+                + u64::try_from(t.tv_nsec()).unwrap_or(0)
+        })
         .unwrap_or(0)
 }
 

@@ -1,0 +1,198 @@
+//! Instruction-count benchmarks of the hot paths, run under callgrind by
+//! `scripts/instructions` (which compares them with `benchmarks/instructions.baseline`).
+//!
+//! `instructions SCENARIO N` sets the scenario up, warms it up, then runs it `N` times inside
+//! one function whose name starts with `instr_measure_`; callgrind collects only inside
+//! that function (`--toggle-collect`), on the calling thread, so setup, warm-up and the
+//! in-process server's thread are not counted. Scenarios:
+//!
+//! - `request`: one `GET /` through a default `searchwire::Client` (retries, attempt
+//!   timeout, budget, breaker, metrics all on) against a fake node (`searchwire-fake`) on
+//!   its own thread; keep-alive connection, whole body read. Client on a current-thread
+//!   tokio runtime.
+//! - `bare`: the same request through a bare hyper-util legacy client (the reference the
+//!   overhead goal is measured against; `request` − `bare` is searchwire's own cost).
+//! - `select`: one node pick on a 3-node client (`Client::__bench_select`).
+//! - `bulk`: one batch of 100 `create` actions (~150-byte sources, ids given) prepared and
+//!   encoded into a request body, and a 100-item `filter_path` response parsed
+//!   (`searchwire_bulk::__bench_batch`).
+//!
+//! Without arguments (e.g. under `cargo bench`) every scenario runs once natively as a smoke
+//! test and prints its wall time per iteration.
+
+// A benchmark: panics on setup failures are the right report.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client as HyperClient;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
+use searchwire::{Client, Request};
+
+#[path = "../../searchwire/benches/support/bare.rs"]
+mod bare;
+use bare::{bare_client, bare_get, Bare};
+use searchwire_bulk::Action;
+
+const SCENARIOS: [&str; 4] = ["request", "bare", "select", "bulk"];
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some(s) if SCENARIOS.contains(&s) => {
+            let n = args.get(1).and_then(|v| v.parse().ok()).unwrap_or(100);
+            run(s, n);
+        }
+        _ => {
+            for s in SCENARIOS {
+                let n = if s == "select" { 10_000 } else { 100 };
+                let t = std::time::Instant::now();
+                run(s, n);
+                println!(
+                    "{s}: {:.2} µs per iteration (native, wall)",
+                    t.elapsed().as_secs_f64() * 1e6 / n as f64
+                );
+            }
+        }
+    }
+}
+
+fn run(scenario: &str, n: usize) {
+    match scenario {
+        "request" => {
+            let url = fake_node();
+            let rt = runtime();
+            let client = Client::builder()
+                .node(url)
+                .read_environment(false)
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                for _ in 0..50 {
+                    sw_get(&client).await;
+                }
+            });
+            instr_measure_request(&rt, &client, n);
+        }
+        "bare" => {
+            let url = fake_node();
+            let uri: http::Uri = format!("{url}/").parse().unwrap();
+            let rt = runtime();
+            let client = bare_client();
+            rt.block_on(async {
+                for _ in 0..50 {
+                    bare_get(&client, &uri).await;
+                }
+            });
+            instr_measure_bare(&rt, &client, &uri, n);
+        }
+        "select" => {
+            let client = Client::__bench_client(3, &[8, 16, 24]);
+            for _ in 0..100 {
+                black_box(client.__bench_select());
+            }
+            instr_measure_select(&client, n);
+        }
+        "bulk" => {
+            let sources: Vec<Bytes> = (0..100)
+                .map(|i| {
+                    Bytes::from(format!(
+                        r#"{{"@timestamp":"2026-11-30T12:00:{:02}Z","level":"info","service":"checkout","message":"order {i} placed","n":{i}}}"#,
+                        i % 60
+                    ))
+                })
+                .collect();
+            let item = r#"{"create":{"status":201,"result":"created"}}"#;
+            let response = format!(
+                r#"{{"errors":false,"items":[{}]}}"#,
+                vec![item; sources.len()].join(",")
+            );
+            bulk_batches(&sources, response.as_bytes(), 1);
+            instr_measure_bulk(&sources, response.as_bytes(), n);
+        }
+        _ => unreachable!("checked by the caller"),
+    }
+}
+
+#[inline(never)]
+fn instr_measure_request(rt: &tokio::runtime::Runtime, client: &Client, n: usize) {
+    rt.block_on(async {
+        for _ in 0..n {
+            black_box(sw_get(client).await);
+        }
+    });
+}
+
+#[inline(never)]
+fn instr_measure_bare(rt: &tokio::runtime::Runtime, client: &Bare, uri: &http::Uri, n: usize) {
+    rt.block_on(async {
+        for _ in 0..n {
+            black_box(bare_get(client, uri).await);
+        }
+    });
+}
+
+#[inline(never)]
+fn instr_measure_select(client: &Client, n: usize) {
+    for _ in 0..n {
+        black_box(client.__bench_select());
+    }
+}
+
+#[inline(never)]
+fn instr_measure_bulk(sources: &[Bytes], response: &[u8], n: usize) {
+    bulk_batches(sources, response, n);
+}
+
+/// `n` batches; the warm-up calls it directly (not counted), the measurement through
+/// `instr_measure_bulk`.
+fn bulk_batches(sources: &[Bytes], response: &[u8], n: usize) {
+    for b in 0..n {
+        let actions: Vec<Action> = sources
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                Action::create("logs")
+                    .id(format!("doc-{b}-{i}"))
+                    .source(s.clone())
+            })
+            .collect();
+        let (len, items) = searchwire_bulk::__bench_batch(actions, response).unwrap();
+        assert_eq!(items, sources.len());
+        black_box(len);
+    }
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// One fake node (recording off) on its own thread and runtime; returns its URL.
+fn fake_node() -> String {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("fake-node".into())
+        .spawn(move || {
+            runtime().block_on(async move {
+                let cluster = searchwire_fake::FakeCluster::start(1).await.unwrap();
+                cluster.node(0).set_recording(false);
+                tx.send(cluster.node(0).url()).unwrap();
+                std::future::pending::<()>().await;
+            });
+        })
+        .unwrap();
+    rx.recv().unwrap()
+}
+
+async fn sw_get(client: &Client) -> Bytes {
+    let resp = client.send(Request::get("/")).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.body().clone()
+}
