@@ -14,54 +14,22 @@
 
 mod relay_support;
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relay_support::{free_port, health, load, spawn_relay, terminate, wait_drained, Load, Tally};
+use relay_support::{
+    cluster_cmd, cluster_urls, free_port, health, load, spawn_relay, terminate, wait_drained, Load,
+    ResumeAll, Tally,
+};
 use searchwire::{Client, Request};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/cluster");
 const VICTIM: &str = "3";
 const INDEX: &str = "sw-relay-real";
 /// Documents per phase; three phases.
 const PER_PHASE: u64 = 35_000;
-
-fn cluster_urls() -> Option<Vec<String>> {
-    let required = std::env::var("SEARCHWIRE_REQUIRE_CLUSTER").is_ok_and(|v| v.trim() == "1");
-    let urls: Vec<String> = std::env::var("SEARCHWIRE_TEST_CLUSTER")
-        .unwrap_or_default()
-        .split(',')
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .collect();
-    if urls.is_empty() {
-        assert!(
-            !required,
-            "SEARCHWIRE_REQUIRE_CLUSTER=1 but SEARCHWIRE_TEST_CLUSTER is not set"
-        );
-        eprintln!("real_relay: skipped (SEARCHWIRE_TEST_CLUSTER is not set)");
-        return None;
-    }
-    Some(urls)
-}
-
-fn cluster_cmd(args: &[&str]) -> (bool, String) {
-    match Command::new(SCRIPT).args(args).output() {
-        Ok(o) => (
-            o.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-        ),
-        Err(e) => (false, format!("cannot run {SCRIPT}: {e}")),
-    }
-}
 
 /// Node 3 back (if dead) when the test ends, even on panic.
 struct RestartVictim;
@@ -78,17 +46,6 @@ impl Drop for RestartVictim {
             if !ok {
                 eprintln!("restore: scripts/cluster restart {VICTIM} failed: {out}");
             }
-        }
-    }
-}
-
-/// Every node resumed when the test ends, even on panic.
-struct ResumeAll;
-
-impl Drop for ResumeAll {
-    fn drop(&mut self) {
-        for n in ["1", "2", "3"] {
-            let _ = cluster_cmd(&["resume", n]);
         }
     }
 }
@@ -113,7 +70,9 @@ async fn wait_acked(tally: &Tally, n: usize, within: Duration) {
 
 #[test]
 fn every_acknowledged_document_is_indexed_exactly_once_through_kills_and_restarts() {
-    let Some(urls) = cluster_urls() else { return };
+    let Some(urls) = cluster_urls("real_relay") else {
+        return;
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
