@@ -12,39 +12,24 @@
 //! cluster lock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod real_support;
 mod relay_support;
 
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use real_support::OPENSEARCH;
-use relay_support::{free_port, health, load, spawn_relay, terminate, wait_drained, Load, Tally};
+use relay_support::{
+    cluster_cmd, cluster_urls, free_port, health, load, spawn_relay, terminate, wait_drained, Load,
+    ResumeAll, Tally,
+};
 use searchwire::{Client, Request};
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/cluster");
 const VICTIM: &str = "3";
 const INDEX: &str = "sw-relay-real";
 /// Documents per phase; three phases.
 const PER_PHASE: u64 = 35_000;
-
-fn cluster_cmd(args: &[&str]) -> (bool, String) {
-    match Command::new(SCRIPT).args(args).output() {
-        Ok(o) => (
-            o.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-        ),
-        Err(e) => (false, format!("cannot run {SCRIPT}: {e}")),
-    }
-}
 
 /// Node 3 back (if dead) when the test ends, even on panic.
 struct RestartVictim;
@@ -61,17 +46,6 @@ impl Drop for RestartVictim {
             if !ok {
                 eprintln!("restore: scripts/cluster restart {VICTIM} failed: {out}");
             }
-        }
-    }
-}
-
-/// Every node resumed when the test ends, even on panic.
-struct ResumeAll;
-
-impl Drop for ResumeAll {
-    fn drop(&mut self) {
-        for n in ["1", "2", "3"] {
-            let _ = cluster_cmd(&["resume", n]);
         }
     }
 }
@@ -96,7 +70,7 @@ async fn wait_acked(tally: &Tally, n: usize, within: Duration) {
 
 #[test]
 fn every_acknowledged_document_is_indexed_exactly_once_through_kills_and_restarts() {
-    let Some(urls) = OPENSEARCH.urls("real_relay") else {
+    let Some(urls) = cluster_urls("real_relay") else {
         return;
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -4,6 +4,10 @@
 //! queued (`queued-embedded`: redb with group commit; `queued-redis` with
 //! `SEARCHWIRE_TEST_REDIS=redis://...`: Redis with `appendfsync always` from `scripts/redis`).
 //!
+//! With `SEARCHWIRE_BENCH_URLS=http://127.0.0.1:9201,...` the same rows run against those
+//! real nodes instead (direct = to the first URL, no relay and no queue), plus the live path
+//! with a Redis queue when `SEARCHWIRE_TEST_REDIS` is set (`benchmarks/relay.sh` runs both).
+//!
 //! ```sh
 //! cargo run --release -p searchwire-relay --example relay_bench [-- CLIENTS REQUESTS BATCH]
 //! ```
@@ -91,11 +95,11 @@ async fn run(label: &str, addr: SocketAddr, clients: usize, requests: usize, bat
 }
 
 async fn relay(
-    cluster: &FakeCluster,
+    urls: &[String],
     queue: Queue,
     queue_only: bool,
 ) -> (SocketAddr, tokio::sync::oneshot::Sender<()>) {
-    let client = Client::builder().nodes(cluster.urls()).build().unwrap();
+    let client = Client::builder().nodes(urls).build().unwrap();
     let config = RelayConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         queue_only,
@@ -124,12 +128,32 @@ async fn main() {
     );
     println!("{clients} clients x {requests} requests x {batch} documents (keep-alive, one request in flight per client)\n");
     println!("| path | docs/s | ack p50 ms | ack p99 ms |\n|---|---|---|---|");
-    let cluster = FakeCluster::start(1).await.unwrap();
-    let bulk = FakeBulk::new();
-    bulk.install(&cluster);
+    // The fake cluster, or the real nodes named in SEARCHWIRE_BENCH_URLS.
+    let real: Option<Vec<String>> = std::env::var("SEARCHWIRE_BENCH_URLS")
+        .ok()
+        .map(|v| v.split(',').map(str::to_owned).collect());
+    let _fake;
+    let (urls, direct, what) = match real {
+        Some(urls) => {
+            let addr: SocketAddr = urls[0]
+                .trim_start_matches("http://")
+                .trim_end_matches('/')
+                .parse()
+                .unwrap();
+            (urls, addr, "the real nodes")
+        }
+        None => {
+            let cluster = FakeCluster::start(1).await.unwrap();
+            let bulk = FakeBulk::new();
+            bulk.install(&cluster);
+            let (urls, addr) = (cluster.urls(), cluster.node(0).addr());
+            _fake = (cluster, bulk);
+            (urls, addr, "the fake cluster")
+        }
+    };
     run(
-        "direct to the fake cluster",
-        cluster.node(0).addr(),
+        &format!("direct to {what} (no relay, no queue)"),
+        direct,
         clients,
         requests,
         batch,
@@ -138,9 +162,9 @@ async fn main() {
 
     let dir = tempfile::tempdir().unwrap();
     let q = Queue::open_embedded(EmbeddedConfig::new(dir.path().join("live"))).unwrap();
-    let (addr, stop) = relay(&cluster, q, false).await;
+    let (addr, stop) = relay(&urls, q, false).await;
     run(
-        "relay, live (cluster takes all)",
+        "relay, live, embedded queue (cluster takes all)",
         addr,
         clients,
         requests,
@@ -149,8 +173,30 @@ async fn main() {
     .await;
     let _ = stop.send(());
 
+    let redis = std::env::var("SEARCHWIRE_TEST_REDIS").ok();
+    let redis_queue = |tag: &'static str| {
+        let url = redis.clone();
+        async move {
+            let mut cfg = RedisConfig::new(url?);
+            cfg.stream = format!("relay-bench-{tag}-{}", std::process::id());
+            Some(Queue::connect_redis(cfg).await.unwrap())
+        }
+    };
+    if let Some(q) = redis_queue("live").await {
+        let (addr, stop) = relay(&urls, q, false).await;
+        run(
+            "relay, live, Redis queue (cluster takes all)",
+            addr,
+            clients,
+            requests,
+            batch,
+        )
+        .await;
+        let _ = stop.send(());
+    }
+
     let q = Queue::open_embedded(EmbeddedConfig::new(dir.path().join("queued"))).unwrap();
-    let (addr, stop) = relay(&cluster, q, true).await;
+    let (addr, stop) = relay(&urls, q, true).await;
     run(
         "relay, every item queued (embedded)",
         addr,
@@ -161,11 +207,8 @@ async fn main() {
     .await;
     let _ = stop.send(());
 
-    if let Ok(url) = std::env::var("SEARCHWIRE_TEST_REDIS") {
-        let mut cfg = RedisConfig::new(url);
-        cfg.stream = format!("relay-bench-{}", std::process::id());
-        let q = Queue::connect_redis(cfg).await.unwrap();
-        let (addr, stop) = relay(&cluster, q, true).await;
+    if let Some(q) = redis_queue("queued").await {
+        let (addr, stop) = relay(&urls, q, true).await;
         run(
             "relay, every item queued (Redis)",
             addr,

@@ -80,11 +80,26 @@ pub async fn http(
     path: &str,
     body: &[u8],
 ) -> Option<(u16, String)> {
+    http_with(addr, method, path, &[], body).await
+}
+
+/// [`http`] with extra headers.
+pub async fn http_with(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Option<(u16, String)> {
     let mut s = tokio::net::TcpStream::connect(addr).await.ok()?;
-    let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: relay\r\nConnection: close\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\n\r\n",
+    let mut head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: relay\r\nConnection: close\r\nContent-Type: application/x-ndjson\r\nContent-Length: {}\r\n",
         body.len()
     );
+    for (k, v) in headers {
+        head.push_str(&format!("{k}: {v}\r\n"));
+    }
+    head.push_str("\r\n");
     s.write_all(head.as_bytes()).await.ok()?;
     s.write_all(body).await.ok()?;
     let mut out = Vec::new();
@@ -216,4 +231,53 @@ pub async fn terminate(mut p: RelayProc) -> Option<i32> {
         .ok()
         .and_then(|s| s.ok())
         .and_then(|s| s.code())
+}
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/cluster");
+
+/// The real nodes `scripts/test` started (`SEARCHWIRE_TEST_CLUSTER`); `None` (the test skips)
+/// when unset, a failure when `SEARCHWIRE_REQUIRE_CLUSTER=1`.
+pub fn cluster_urls(test: &str) -> Option<Vec<String>> {
+    let required = std::env::var("SEARCHWIRE_REQUIRE_CLUSTER").is_ok_and(|v| v.trim() == "1");
+    let urls: Vec<String> = std::env::var("SEARCHWIRE_TEST_CLUSTER")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect();
+    if urls.is_empty() {
+        assert!(
+            !required,
+            "SEARCHWIRE_REQUIRE_CLUSTER=1 but SEARCHWIRE_TEST_CLUSTER is not set"
+        );
+        eprintln!("{test}: skipped (SEARCHWIRE_TEST_CLUSTER is not set)");
+        return None;
+    }
+    Some(urls)
+}
+
+/// Runs `scripts/cluster ARGS` (in `SEARCHWIRE_CLUSTER_DIR`): success and its output.
+pub fn cluster_cmd(args: &[&str]) -> (bool, String) {
+    match std::process::Command::new(SCRIPT).args(args).output() {
+        Ok(o) => (
+            o.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        ),
+        Err(e) => (false, format!("cannot run {SCRIPT}: {e}")),
+    }
+}
+
+/// Every node resumed when the test ends, even on panic.
+pub struct ResumeAll;
+
+impl Drop for ResumeAll {
+    fn drop(&mut self) {
+        for n in ["1", "2", "3"] {
+            let _ = cluster_cmd(&["resume", n]);
+        }
+    }
 }
