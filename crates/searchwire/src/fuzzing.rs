@@ -16,8 +16,9 @@ pub fn duration(s: &str) {
             "{shown}"
         );
     } else if let Err(e) = crate::clock::duration::parse_duration(s) {
-        // The error echoes a bounded part of the input.
-        assert!(e.to_string().len() < 400 + 16 * 4, "error too long");
+        // The error echoes a bounded part of the input: at most 80 characters, each
+        // escaped to at most 10 (`\u{10ffff}`), plus the explanation.
+        assert!(e.to_string().len() <= 80 * 10 + 400, "error too long");
     }
     let _ = crate::policy::backoff::Backoff::parse(s);
 }

@@ -1,0 +1,33 @@
+#![no_main]
+//! The `searchwire ingest` input parser (the CLI's own file, compiled here), line by line
+//! as the CLI reads it, in bulk format and in documents format with an id field.
+#![allow(dead_code)]
+
+#[path = "../../crates/searchwire-cli/src/ingest_parse.rs"]
+mod ingest_parse;
+
+use ingest_parse::{trim_line, Line, LineParser, ParseSpec};
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let bulk = ParseSpec {
+        docs: false,
+        index: None,
+        op: searchwire_bulk::OpType::Index,
+        id_field: None,
+    };
+    let docs = ParseSpec {
+        docs: true,
+        index: Some("i".into()),
+        op: searchwire_bulk::OpType::Create,
+        id_field: Some("user.id".into()),
+    };
+    for spec in [&bulk, &docs] {
+        let mut parser = LineParser::new(spec);
+        for (n, line) in data.split(|b| *b == b'\n').enumerate() {
+            if let Line::Record(Ok((_, start))) = parser.feed(trim_line(line), n as u64 + 1) {
+                assert!(start <= n as u64 + 1);
+            }
+        }
+        let _ = parser.finish();
+    }
+});
