@@ -1,0 +1,110 @@
+//! The fake cluster as a standalone server, for load tests and benchmarks of clients in
+//! other processes (e.g. `benchmarks/requests.sh`, which runs searchwire and Go clients
+//! against it).
+//!
+//! ```text
+//! cargo run --release -p searchwire-fake --example fake_cluster -- [--nodes N] SCENARIO
+//! ```
+//!
+//! Scenarios (every node answers like OpenSearch 2.19, see the crate docs, except):
+//!
+//! - `steady`: nothing else.
+//! - `one-down`: node 0 is killed before the URLs are printed (connections refused).
+//! - `all-503`: every node answers every request (health checks too) `503`.
+//! - `throttle-30`: 3 requests in 10 (exactly, spread: the 1st, 4th and 7th of each ten the
+//!   cluster receives) are answered `429` with `Retry-After: 1`.
+//!
+//! Prints the node URLs, comma-separated, as one line on stdout, then serves until its
+//! standard input is closed; then prints one JSON line with the requests each node received
+//! (`{"scenario":..,"requests":N,"per_node":[..]}`, every request counted, health checks
+//! included) and exits. Runs on one thread (a current-thread tokio runtime), so it takes at
+//! most one core. Requests are counted, not stored, so memory stays flat.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use searchwire_fake::{Behavior, FakeCluster, Handler, Match};
+
+const USAGE: &str = "usage: fake_cluster [--nodes N] steady|one-down|all-503|throttle-30";
+
+fn main() {
+    let mut nodes = 3usize;
+    let mut scenario = None;
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--nodes" => match args.next().and_then(|v| v.parse().ok()) {
+                Some(n) if n >= 1 => nodes = n,
+                _ => fail("--nodes needs a number of nodes, at least 1"),
+            },
+            "steady" | "one-down" | "all-503" | "throttle-30" if scenario.is_none() => {
+                scenario = Some(a);
+            }
+            other => fail(&format!("unexpected argument {other:?}")),
+        }
+    }
+    let Some(scenario) = scenario else {
+        fail("no scenario given")
+    };
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => fail(&format!("cannot start a tokio runtime: {e}")),
+    };
+    rt.block_on(serve(nodes, &scenario));
+}
+
+async fn serve(n: usize, scenario: &str) {
+    let cluster = match FakeCluster::start(n).await {
+        Ok(c) => c,
+        Err(e) => fail(&format!("cannot start the fake nodes: {e}")),
+    };
+    for node in cluster.nodes() {
+        node.set_recording(false);
+    }
+    match scenario {
+        "one-down" => cluster.node(0).kill().await,
+        "all-503" => {
+            for node in cluster.nodes() {
+                node.set_default(Behavior::status(503));
+            }
+        }
+        "throttle-30" => {
+            let seen = Arc::new(AtomicU64::new(0));
+            let handler = Handler::new(move |_| {
+                if matches!(seen.fetch_add(1, Ordering::Relaxed) % 10, 0 | 3 | 6) {
+                    Behavior::retry_after(429, "1")
+                } else {
+                    Behavior::Default
+                }
+            });
+            for node in cluster.nodes() {
+                node.on(Match::Any, Behavior::Handler(handler.clone()));
+            }
+        }
+        _ => {}
+    }
+    println!("{}", cluster.urls().join(","));
+
+    // Serve until stdin closes (read on a plain thread: stdin is blocking).
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
+        let _ = tx.send(());
+    });
+    let _ = rx.await;
+
+    let per_node: Vec<usize> = cluster.nodes().iter().map(|n| n.request_count()).collect();
+    let total: usize = per_node.iter().sum();
+    println!(
+        "{}",
+        serde_json::json!({"scenario": scenario, "requests": total, "per_node": per_node})
+    );
+}
+
+fn fail(message: &str) -> ! {
+    eprintln!("fake_cluster: {message}\n{USAGE}");
+    std::process::exit(2)
+}
