@@ -4,7 +4,7 @@
 //! [`DeathHooks`] when the client is built, so the modules below the transport never import
 //! the modules beside them.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -35,7 +35,8 @@ pub(crate) struct Inner {
     pub(crate) headers: HeaderMap,
     pub(crate) rng: Mutex<fastrand::Rng>,
     pub(crate) observer: Arc<dyn Observer>,
-    pub(crate) next_request_id: AtomicU64,
+    /// The cluster's name once a health answer told it (spans and retry logs carry it).
+    pub(crate) cluster_name: crate::observe::context::ClusterName,
     pub(crate) resurrection_timers: bool,
     pub(crate) health_timeout: Duration,
     /// When Unavailable nodes are probed for cluster health again.

@@ -166,6 +166,7 @@ pub(crate) async fn check_root(inner: &Inner, node: &PoolNode) -> CheckResult {
         Err(e) => CheckResult::Unreachable(e),
         Ok(a) if a.status == 200 => match parse_root(&a.body) {
             Ok(info) => {
+                inner.cluster_name.learn(&info.cluster_name);
                 node.capability().info = Some(info);
                 CheckResult::Healthy
             }
@@ -200,7 +201,10 @@ pub(crate) async fn fetch_cluster_health(inner: &Inner, node: &PoolNode) -> Heal
     match probe(inner, node, CLUSTER_HEALTH_PATH, CLUSTER_HEALTH_QUERY).await {
         Err(e) => HealthAnswer::Unreachable(e),
         Ok(a) if a.status == 200 => match parse_cluster_health(&a.body) {
-            Ok(h) => HealthAnswer::Ok(h),
+            Ok(h) => {
+                inner.cluster_name.learn(&h.cluster_name);
+                HealthAnswer::Ok(h)
+            }
             Err(e) => HealthAnswer::Failed(format!("{CLUSTER_HEALTH_PATH}: {e}")),
         },
         Ok(a) if a.outcome.rejection.is_some() => HealthAnswer::Denied(a.status),

@@ -236,5 +236,6 @@ pub(crate) fn assemble(user: Option<Arc<dyn Observer>>, metrics: bool) -> Arc<dy
     }
 }
 
+pub(crate) mod context;
 #[cfg(feature = "metrics")]
 pub mod metrics;

@@ -1,6 +1,6 @@
 //! The client: its construction and its public methods; the attempt loop is `run`.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ use crate::message::error::Error;
 use crate::message::request::Request;
 use crate::message::response::Response;
 use crate::nodes::pool::{Pool, PoolNode};
+use crate::observe::context::RetryId;
 use crate::observe::RequestEvent;
 use crate::policy::breaker::{Breaker, BreakerState};
 use crate::policy::budget::Budget;
@@ -134,7 +135,7 @@ impl Client {
                 headers,
                 rng: Mutex::new(fastrand::Rng::with_seed(seed)),
                 observer: crate::observe::assemble(b.observer, b.metrics),
-                next_request_id: AtomicU64::new(1),
+                cluster_name: Default::default(),
                 resurrection_timers: b.resurrection_timers,
                 health_timeout: b.health_timeout,
                 reprobe: b.reprobe,
@@ -171,7 +172,7 @@ impl Client {
         request.validate()?;
         crate::discovery::ensure_started(&self.inner);
         crate::health::refresh::ensure_started(&self.inner);
-        let id = self.inner.next_request_id.fetch_add(1, Ordering::Relaxed);
+        let id = RetryId::new((self.inner.wall_clock)());
         let span = tracing::info_span!(
             "searchwire.request",
             otel.kind = "client",
@@ -182,11 +183,17 @@ impl Client {
             http.request.method = %request.method,
             url.path = %request.path,
             db.collection.name = request.index().unwrap_or(""),
-            retry_id = id,
+            retry_id = %id,
+            db.namespace = tracing::field::Empty,
             retries = tracing::field::Empty,
             http.response.status_code = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
+        if !span.is_disabled() {
+            if let Some(cluster) = self.inner.cluster_name.get() {
+                span.record("db.namespace", cluster.as_str());
+            }
+        }
         let started = Instant::now();
         let result = crate::transport::run::execute(&self.inner, &request, id, started)
             .instrument(span.clone())

@@ -15,6 +15,7 @@ use crate::message::error::{Attempt, AttemptTimedOut, BoxError, Error, ErrorKind
 use crate::message::request::{Deadline, Request};
 use crate::message::response::Response;
 use crate::nodes::pool::PoolNode;
+use crate::observe::context::RetryId;
 use crate::observe::{AttemptEvent, BreakerEvent, DenyReason, RetryDeniedEvent, RetryEvent};
 use crate::policy::breaker::{Admission, BreakerState, Change, ProbeSlot, Verdict};
 use crate::policy::plan::{Decision, Delay, Facts, Gate, Stop};
@@ -85,7 +86,7 @@ pub(super) fn build_http(
 pub(super) async fn execute(
     inner: &Arc<Inner>,
     request: &Request,
-    request_id: u64,
+    request_id: RetryId,
     start: Instant,
 ) -> Result<Response, Error> {
     let deadline = effective_deadline(inner, request, start);
@@ -336,7 +337,7 @@ async fn node_answers(
 pub(super) async fn run_attempt(
     inner: &Inner,
     request: &Request,
-    request_id: u64,
+    request_id: RetryId,
     node: &PoolNode,
     http_req: http::Request<Full<Bytes>>,
     number: u32,
@@ -345,6 +346,7 @@ pub(super) async fn run_attempt(
 ) -> (AttemptResult, Duration) {
     let span = tracing::debug_span!(
         "searchwire.attempt",
+        retry_id = %request_id,
         attempt = number,
         server.address = node.addr.host(),
         server.port = node.addr.port(),
@@ -424,7 +426,8 @@ pub(super) async fn run_attempt(
     }
     span.in_scope(|| {
         tracing::debug!(
-            retry_id = request_id,
+            retry_id = %request_id,
+            cluster = %inner.cluster_name,
             attempt = number,
             node = %node.addr,
             index = request.index().unwrap_or(""),
@@ -471,7 +474,7 @@ fn admit(inner: &Inner) -> Result<Option<ProbeSlot<'_>>, Duration> {
 fn plan_retry<'a>(
     inner: &'a Inner,
     request: &Request,
-    request_id: u64,
+    request_id: RetryId,
     node: &PoolNode,
     result: &AttemptResult,
     number: u32,
@@ -556,18 +559,12 @@ fn plan_retry<'a>(
             decision = Decision::Stop(Stop::Budget);
         }
     }
+    let denied = |reason| retry_denied(inner, request, request_id, number, node, result, reason);
     let (delay, multiplier) = match decision {
         Decision::Retry { delay, multiplier } => (delay, multiplier),
         Decision::Stop(Stop::Policy(why)) => return Err((why, None)),
         Decision::Stop(Stop::Breaker) => {
-            retry_denied(
-                inner,
-                request,
-                request_id,
-                node,
-                result,
-                DenyReason::Breaker,
-            );
+            denied(DenyReason::Breaker);
             return Err((NoRetry::Exhausted, Some(BREAKER_NOTE.to_string())));
         }
         Decision::Stop(Stop::Deadline { delay }) => {
@@ -580,7 +577,7 @@ fn plan_retry<'a>(
             ));
         }
         Decision::Stop(Stop::Budget) => {
-            retry_denied(inner, request, request_id, node, result, DenyReason::Budget);
+            denied(DenyReason::Budget);
             let cfg = inner
                 .budget
                 .as_ref()
@@ -617,7 +614,8 @@ fn plan_retry<'a>(
     plan.prev_delay = delay;
     if !delay.is_zero() {
         tracing::debug!(
-            retry_id = request_id,
+            retry_id = %request_id,
+            cluster = %inner.cluster_name,
             attempt = number,
             node = %node.addr,
             index = request.index().unwrap_or(""),
@@ -633,13 +631,16 @@ fn plan_retry<'a>(
 pub(super) fn retry_denied(
     inner: &Inner,
     request: &Request,
-    request_id: u64,
+    request_id: RetryId,
+    attempt: u32,
     node: &PoolNode,
     last: &AttemptResult,
     reason: DenyReason,
 ) {
     tracing::debug!(
-        retry_id = request_id,
+        retry_id = %request_id,
+        cluster = %inner.cluster_name,
+        attempt,
         node = %node.addr,
         index = request.index().unwrap_or(""),
         outcome = last.kind.as_str(),
