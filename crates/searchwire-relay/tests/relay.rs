@@ -669,34 +669,6 @@ async fn a_briefly_throttled_item_is_retried_in_the_first_try_not_queued() {
     );
     assert_eq!(s.bulk.items_seen(), 3, "429, then 503, then written");
     assert_eq!(s.queue.stats().await.unwrap().backlog, 0);
-
-/// Elasticsearch 8's `GET /` as the real node answers it (trimmed).
-fn elasticsearch_root() -> Value {
-    serde_json::json!({
-        "name": "es-node-1",
-        "cluster_name": "es-test",
-        "cluster_uuid": "abc",
-        "version": {"number": "8.19.21", "build_flavor": "default", "build_type": "tar"},
-        "tagline": "You Know, for Search"
-    })
-}
-
-/// The fake node answers `GET /` as Elasticsearch 8 does.
-fn answer_as_elasticsearch(cluster: &FakeCluster) {
-    cluster.node(0).on(
-        Match::MethodPath("GET".into(), "/".into()),
-        Behavior::json(200, elasticsearch_root()).with_header("X-Elastic-Product", "Elasticsearch"),
-    );
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_opensearch_cluster_is_presented_without_the_elastic_product_header() {
-    let s = start(test_config(), plain_client).await;
-    let (status, head, body) = http_with_head(s.addr, "GET", "/", &[], b"").await;
-    assert_eq!(status, 200);
-    let v: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(v["version"]["distribution"], "opensearch", "{v}");
-    assert!(!head.contains("x-elastic-product"), "{head}");
     s.shutdown().await;
 }
 
@@ -875,7 +847,39 @@ async fn delivery_writes_high_priority_first_then_arrival_order_within_a_window(
     }
     let _ = tx.send(());
     task.await.unwrap();
+}
 
+/// Elasticsearch 8's `GET /` as the real node answers it (trimmed).
+fn elasticsearch_root() -> Value {
+    serde_json::json!({
+        "name": "es-node-1",
+        "cluster_name": "es-test",
+        "cluster_uuid": "abc",
+        "version": {"number": "8.19.21", "build_flavor": "default", "build_type": "tar"},
+        "tagline": "You Know, for Search"
+    })
+}
+
+/// The fake node answers `GET /` as Elasticsearch 8 does.
+fn answer_as_elasticsearch(cluster: &FakeCluster) {
+    cluster.node(0).on(
+        Match::MethodPath("GET".into(), "/".into()),
+        Behavior::json(200, elasticsearch_root()).with_header("X-Elastic-Product", "Elasticsearch"),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_opensearch_cluster_is_presented_without_the_elastic_product_header() {
+    let s = start(test_config(), plain_client).await;
+    let (status, head, body) = http_with_head(s.addr, "GET", "/", &[], b"").await;
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["version"]["distribution"], "opensearch", "{v}");
+    assert!(!head.contains("x-elastic-product"), "{head}");
+    s.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_elasticsearch_cluster_is_presented_as_elasticsearch_on_every_response() {
     let s = start_on(test_config(), plain_client, async |c| {
         answer_as_elasticsearch(c)
