@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use clap::{Args, ValueEnum};
 use searchwire::explain::{format_duration, parse_duration};
 use searchwire_bulk::defaults as d;
@@ -25,13 +25,15 @@ use searchwire_bulk::{
     Action, AddError, BulkIndexer, FailedItem, IdScheme, OpType, SinkError, Stats, VersionType,
 };
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncSeekExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt};
 use tokio::time::Instant;
 
 use crate::args::ConnectArgs;
 use crate::exit;
 use crate::output;
 use crate::request::{connect, start, Auth};
+
+mod scan;
 
 /// Exit code after Ctrl-C (128 + SIGINT, as shells report it).
 pub const INTERRUPTED: u8 = 130;
@@ -492,6 +494,11 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
             DocOp::Create => OpType::Create,
             DocOp::Index => OpType::Index,
         },
+        id_path: a
+            .id_field
+            .as_deref()
+            .map(|f| f.split('.').map(str::to_owned).collect())
+            .unwrap_or_default(),
         id_field: a.id_field.clone(),
     };
     let mut interrupted = false;
@@ -745,7 +752,12 @@ struct ParseSpec {
     index: Option<String>,
     op: OpType,
     id_field: Option<String>,
+    /// `id_field` split on dots (empty without one).
+    id_path: Vec<String>,
 }
+
+/// How much of the input is read at once: lines are cut out of this buffer without a copy.
+const READ_CHUNK: usize = 256 * 1024;
 
 /// Reads the input from `offset` (line `line`), adding each record to the indexer.
 /// Returns the number of lines read.
@@ -757,8 +769,12 @@ async fn read_input(
     mut offset: u64,
     mut line: u64,
 ) -> Result<u64, String> {
-    let mut r = BufReader::with_capacity(256 * 1024, reader);
-    let mut buf = Vec::with_capacity(4096);
+    let mut reader = reader;
+    // Lines are split off this buffer as `Bytes` that share it: the reader fills it, and a
+    // document's bytes are copied from it only into its bulk lines (no per-line buffer).
+    let mut chunk = BytesMut::with_capacity(READ_CHUNK);
+    let mut scanned = 0;
+    let mut eof = false;
     let mut lines_read = 0u64;
     // A bulk-format action line waiting for its source: (action, its line number).
     let mut pending_action: Option<(PartialAction, u64)> = None;
@@ -767,31 +783,54 @@ async fn read_input(
             output::error_message("stopping: the cluster rejected the credentials");
             break;
         }
-        buf.clear();
-        let n = r
-            .read_until(b'\n', &mut buf)
-            .await
-            .map_err(|e| format!("cannot read the input at line {}: {e}", line + 1))?;
-        if n == 0 {
-            break;
-        }
+        let buf = match memchr::memchr(b'\n', &chunk[scanned..]) {
+            Some(i) => {
+                let n = scanned + i + 1;
+                scanned = 0;
+                chunk.split_to(n).freeze()
+            }
+            None if eof && chunk.is_empty() => break,
+            None if eof => {
+                scanned = 0;
+                chunk.split().freeze()
+            }
+            None => {
+                scanned = chunk.len();
+                if chunk.capacity() - chunk.len() < READ_CHUNK / 4 {
+                    // Every line cut from the buffer is dropped by now (the indexer keeps its
+                    // own copy), so this moves the partial line to the front of the same
+                    // allocation instead of allocating; only a line longer than half the
+                    // buffer makes it grow.
+                    chunk.reserve(READ_CHUNK / 2);
+                }
+                let n = reader
+                    .read_buf(&mut chunk)
+                    .await
+                    .map_err(|e| format!("cannot read the input at line {}: {e}", line + 1))?;
+                eof = n == 0;
+                continue;
+            }
+        };
+        let n = buf.len();
         offset += n as u64;
         line += 1;
         lines_read += 1;
         shared.lines.store(lines_read, Ordering::Relaxed);
-        let text = trim_line(&buf);
+        let text = buf.slice_ref(trim_line(&buf));
         if text.is_empty() && pending_action.is_none() {
             // Blank lines finish immediately.
             push_pending(shared, None, line, offset, line);
             continue;
         }
         let record = if spec.docs {
-            parse_doc(text, spec).map(|a| (a, line))
+            parse_doc(&text, spec).map(|a| (a, line))
         } else if let Some((pa, start)) = pending_action.take() {
-            pa.with_source(text, spec).map(|a| (a, start))
+            pa.with_source(&text, spec).map(|a| (a, start))
         } else {
-            match parse_action_line(text, spec) {
-                Ok(pa) if pa.op == OpType::Delete => pa.with_source(b"", spec).map(|a| (a, line)),
+            match parse_action_line(&text, spec) {
+                Ok(pa) if pa.op == OpType::Delete => {
+                    pa.with_source(&Bytes::new(), spec).map(|a| (a, line))
+                }
                 Ok(pa) => {
                     pending_action = Some((pa, line));
                     continue;
@@ -806,7 +845,7 @@ async fn read_input(
                     malformed(
                         shared,
                         start_line,
-                        text,
+                        &text,
                         &format!("invalid action: {reason}"),
                     );
                     push_pending(shared, None, start_line, offset, line);
@@ -814,7 +853,7 @@ async fn read_input(
                 Err(e) => return Err(format!("cannot add line {start_line}: {e}")),
             },
             Err(reason) => {
-                malformed(shared, line, text, &reason);
+                malformed(shared, line, &text, &reason);
                 push_pending(shared, None, line, offset, line);
             }
         }
@@ -887,102 +926,22 @@ fn malformed(shared: &Shared, line: u64, text: &[u8], reason: &str) {
     }
 }
 
-fn parse_doc(text: &[u8], spec: &ParseSpec) -> Result<Action, String> {
+fn parse_doc(text: &Bytes, spec: &ParseSpec) -> Result<Action, String> {
     let index = spec.index.clone().unwrap_or_default();
     let mut action = Action::with_op(spec.op, index);
+    let id = scan::object(text, &spec.id_path).map_err(|e| format!("not a JSON document: {e}"))?;
     if let Some(path) = &spec.id_field {
-        if text.first() != Some(&b'{') {
-            return Err("not a JSON object".into());
-        }
-        let segments: Vec<&str> = path.split('.').collect();
-        let mut de = serde_json::Deserializer::from_slice(text);
-        let id = serde::de::DeserializeSeed::deserialize(IdAt(&segments), &mut de)
-            .and_then(|id| de.end().map(|()| id))
-            .map_err(|e| format!("not a JSON document: {e}"))?;
         let id = id.ok_or_else(|| format!("no id field {path:?}"))?;
         action = action.id(id);
-    } else {
-        check_object(text)?;
     }
-    Ok(action.source(Bytes::copy_from_slice(text)))
+    Ok(action.source(text.clone()))
 }
 
 /// Validates that `text` is one JSON object without building a value.
 fn check_object(text: &[u8]) -> Result<(), String> {
-    if text.first() != Some(&b'{') {
-        return Err("not a JSON object".into());
-    }
-    serde_json::from_slice::<serde::de::IgnoredAny>(text)
+    scan::object(text, &[])
         .map(|_| ())
         .map_err(|e| format!("not a JSON document: {e}"))
-}
-
-/// Finds the value at a dotted path while the document is parsed once, without building a
-/// `serde_json::Value` of it (the whole document is still validated): a string, or a
-/// number/bool rendered as text, is the id; anything else, or no such field, is `None`.
-/// Building a `Value` for every document cost more CPU than the rest of the ingest.
-struct IdAt<'p>(&'p [&'p str]);
-
-impl<'de> serde::de::DeserializeSeed<'de> for IdAt<'_> {
-    type Value = Option<String>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for IdAt<'_> {
-    type Value = Option<String>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            match self.0.split_first() {
-                Some((first, rest)) if found.is_none() && key == *first => {
-                    found = map.next_value_seed(IdAt(rest))?;
-                }
-                _ => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(found)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok((self.0.is_empty() && !v.is_empty()).then(|| v.to_owned()))
-    }
-
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_string()))
-    }
-
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_string()))
-    }
-
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| {
-            serde_json::Number::from_f64(v).map_or_else(|| v.to_string(), |n| n.to_string())
-        }))
-    }
-
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_string()))
-    }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
 }
 
 #[derive(Deserialize)]
@@ -1029,7 +988,7 @@ fn parse_action_line(text: &[u8], spec: &ParseSpec) -> Result<PartialAction, Str
 }
 
 impl PartialAction {
-    fn with_source(self, text: &[u8], spec: &ParseSpec) -> Result<Action, String> {
+    fn with_source(self, text: &Bytes, spec: &ParseSpec) -> Result<Action, String> {
         let m = self.meta;
         let index = m.index.or_else(|| spec.index.clone()).unwrap_or_default();
         let mut a = Action::with_op(self.op, index);
@@ -1056,7 +1015,7 @@ impl PartialAction {
         }
         if self.op != OpType::Delete {
             check_object(text).map_err(|e| format!("the source line: {e}"))?;
-            a = a.source(Bytes::copy_from_slice(text));
+            a = a.source(text.clone());
         }
         Ok(a)
     }
@@ -1101,11 +1060,8 @@ mod tests {
     }
 
     fn id_of(doc: &str, path: &str) -> Result<Option<String>, String> {
-        let segments: Vec<&str> = path.split('.').collect();
-        let mut de = serde_json::Deserializer::from_str(doc);
-        serde::de::DeserializeSeed::deserialize(IdAt(&segments), &mut de)
-            .and_then(|id| de.end().map(|()| id))
-            .map_err(|e| e.to_string())
+        let segments: Vec<String> = path.split('.').map(str::to_owned).collect();
+        scan::object(doc.as_bytes(), &segments).map_err(|e| e.to_string())
     }
 
     #[test]
