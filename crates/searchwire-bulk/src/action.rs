@@ -258,7 +258,7 @@ impl Action {
             _ => {}
         }
         if let Some(src) = &self.source {
-            if src.contains(&b'\n') || src.contains(&b'\r') {
+            if memchr::memchr2(b'\n', b'\r', src).is_some() {
                 let v: serde_json::Value = serde_json::from_slice(src)
                     .map_err(|e| format!("the source is not valid JSON: {e}"))?;
                 let one_line = serde_json::to_vec(&v)
@@ -283,42 +283,57 @@ impl Action {
         Ok((self.encode(), assigned))
     }
 
+    /// The action line and the source line, in one buffer (the only copy of the source the
+    /// indexer makes; `add` then points the action's source into it). The action line is
+    /// written by hand: field names are constants and only the strings need JSON escaping,
+    /// which `serde_json` does only for a string that needs it.
     fn encode(&self) -> Bytes {
-        #[derive(Serialize)]
-        struct Meta<'a> {
-            _index: &'a str,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            _id: Option<&'a str>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            routing: Option<&'a str>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            pipeline: Option<&'a str>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            version: Option<u64>,
-            #[serde(skip_serializing_if = "Option::is_none")]
-            version_type: Option<VersionType>,
-        }
-        let meta = Meta {
-            _index: &self.index,
-            _id: self.id.as_deref(),
-            routing: self.routing.as_deref(),
-            pipeline: self.pipeline.as_deref(),
-            version: self.version.map(|v| v.0),
-            version_type: self.version.map(|v| v.1),
-        };
         let src_len = self.source.as_ref().map_or(0, |s| s.len() + 1);
-        let mut out = Vec::with_capacity(64 + self.index.len() + src_len);
+        let ids = self.id.as_ref().map_or(0, String::len);
+        let mut out = Vec::with_capacity(48 + self.index.len() + ids + src_len);
         out.extend_from_slice(b"{\"");
         out.extend_from_slice(self.op.as_str().as_bytes());
-        out.extend_from_slice(b"\":");
-        // Strings and numbers only: serialization cannot fail.
-        let _ = serde_json::to_writer(&mut out, &meta);
-        out.extend_from_slice(b"}\n");
+        out.extend_from_slice(b"\":{\"_index\":");
+        json_str(&mut out, &self.index);
+        let strings = [
+            ("_id", self.id.as_deref()),
+            ("routing", self.routing.as_deref()),
+            ("pipeline", self.pipeline.as_deref()),
+        ];
+        for (name, value) in strings {
+            if let Some(v) = value {
+                out.extend_from_slice(b",\"");
+                out.extend_from_slice(name.as_bytes());
+                out.extend_from_slice(b"\":");
+                json_str(&mut out, v);
+            }
+        }
+        if let Some((version, version_type)) = self.version {
+            out.extend_from_slice(b",\"version\":");
+            out.extend_from_slice(version.to_string().as_bytes());
+            out.extend_from_slice(b",\"version_type\":\"");
+            out.extend_from_slice(version_type.as_str().as_bytes());
+            out.push(b'"');
+        }
+        out.extend_from_slice(b"}}\n");
         if let Some(src) = &self.source {
             out.extend_from_slice(src);
             out.push(b'\n');
         }
         Bytes::from(out)
+    }
+}
+
+/// Appends `s` as a JSON string: as it is between quotes when nothing in it needs escaping
+/// (the usual index names and ids), else through `serde_json`.
+fn json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        // Writing a `&str` into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut *out, s);
     }
 }
 
@@ -346,6 +361,33 @@ mod tests {
             &lines[..],
             b"{\"delete\":{\"_index\":\"logs\",\"_id\":\"9\"}}\n"
         );
+    }
+
+    #[test]
+    fn the_action_line_is_json_whatever_the_strings_hold() {
+        for id in [
+            "plain",
+            "q\"uote",
+            "back\\slash",
+            "nl\nx",
+            "tab\t",
+            "\u{1}",
+            "é😀",
+            "",
+        ] {
+            let mut a = Action::index(format!("ix{id}"))
+                .id(id)
+                .routing(id)
+                .pipeline(id)
+                .source(&b"{}"[..]);
+            let (lines, _) = a.prepare(IdScheme::UuidV7).unwrap();
+            let first = lines.split(|b| *b == b'\n').next().unwrap();
+            let v: serde_json::Value = serde_json::from_slice(first).unwrap();
+            assert_eq!(v["index"]["_id"], id);
+            assert_eq!(v["index"]["_index"], format!("ix{id}"));
+            assert_eq!(v["index"]["routing"], id);
+            assert_eq!(v["index"]["pipeline"], id);
+        }
     }
 
     #[test]

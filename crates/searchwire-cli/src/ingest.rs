@@ -17,12 +17,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::BytesMut;
 use clap::{Args, ValueEnum};
 use searchwire::explain::{format_duration, parse_duration};
 use searchwire_bulk::defaults as d;
 use searchwire_bulk::{AddError, BulkIndexer, FailedItem, IdScheme, OpType, SinkError, Stats};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncSeekExt, BufReader};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt};
 use tokio::time::Instant;
 
 use crate::args::ConnectArgs;
@@ -490,6 +491,11 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
             DocOp::Create => OpType::Create,
             DocOp::Index => OpType::Index,
         },
+        id_path: a
+            .id_field
+            .as_deref()
+            .map(|f| f.split('.').map(str::to_owned).collect())
+            .unwrap_or_default(),
         id_field: a.id_field.clone(),
     };
     let mut interrupted = false;
@@ -740,6 +746,9 @@ fn sink(
 
 /// Reads the input from `offset` (line `line`), adding each record to the indexer.
 /// Returns the number of lines read.
+/// How much of the input is read at once: lines are cut out of this buffer without a copy.
+const READ_CHUNK: usize = 256 * 1024;
+
 async fn read_input(
     reader: Box<dyn AsyncRead + Unpin + Send>,
     spec: &ParseSpec,
@@ -748,8 +757,12 @@ async fn read_input(
     mut offset: u64,
     mut line: u64,
 ) -> Result<u64, String> {
-    let mut r = BufReader::with_capacity(256 * 1024, reader);
-    let mut buf = Vec::with_capacity(4096);
+    let mut reader = reader;
+    // Lines are split off this buffer as `Bytes` that share it: the reader fills it, and a
+    // document's bytes are copied from it only into its bulk lines (no per-line buffer).
+    let mut chunk = BytesMut::with_capacity(READ_CHUNK);
+    let mut scanned = 0;
+    let mut eof = false;
     let mut lines_read = 0u64;
     let mut parser = LineParser::new(spec);
     loop {
@@ -757,20 +770,41 @@ async fn read_input(
             output::error_message("stopping: the cluster rejected the credentials");
             break;
         }
-        buf.clear();
-        let n = r
-            .read_until(b'\n', &mut buf)
-            .await
-            .map_err(|e| format!("cannot read the input at line {}: {e}", line + 1))?;
-        if n == 0 {
-            break;
-        }
+        let buf = match memchr::memchr(b'\n', &chunk[scanned..]) {
+            Some(i) => {
+                let n = scanned + i + 1;
+                scanned = 0;
+                chunk.split_to(n).freeze()
+            }
+            None if eof && chunk.is_empty() => break,
+            None if eof => {
+                scanned = 0;
+                chunk.split().freeze()
+            }
+            None => {
+                scanned = chunk.len();
+                if chunk.capacity() - chunk.len() < READ_CHUNK / 4 {
+                    // Every line cut from the buffer is dropped by now (the indexer keeps its
+                    // own copy), so this moves the partial line to the front of the same
+                    // allocation instead of allocating; only a line longer than half the
+                    // buffer makes it grow.
+                    chunk.reserve(READ_CHUNK / 2);
+                }
+                let n = reader
+                    .read_buf(&mut chunk)
+                    .await
+                    .map_err(|e| format!("cannot read the input at line {}: {e}", line + 1))?;
+                eof = n == 0;
+                continue;
+            }
+        };
+        let n = buf.len();
         offset += n as u64;
         line += 1;
         lines_read += 1;
         shared.lines.store(lines_read, Ordering::Relaxed);
-        let text = trim_line(&buf);
-        let record = match parser.feed(text, line) {
+        let text = buf.slice_ref(trim_line(&buf));
+        let record = match parser.feed(&text, line) {
             // Blank lines finish immediately.
             Line::Blank => {
                 push_pending(shared, None, line, offset, line);
@@ -786,7 +820,7 @@ async fn read_input(
                     malformed(
                         shared,
                         start_line,
-                        text,
+                        &text,
                         &format!("invalid action: {reason}"),
                     );
                     push_pending(shared, None, start_line, offset, line);
@@ -794,7 +828,7 @@ async fn read_input(
                 Err(e) => return Err(format!("cannot add line {start_line}: {e}")),
             },
             Err(reason) => {
-                malformed(shared, line, text, &reason);
+                malformed(shared, line, &text, &reason);
                 push_pending(shared, None, line, offset, line);
             }
         }

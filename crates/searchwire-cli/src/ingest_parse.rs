@@ -6,12 +6,19 @@ use bytes::Bytes;
 use searchwire_bulk::{Action, OpType, VersionType};
 use serde::Deserialize;
 
+// The one-pass JSON scanner (a `#[path]` so the fuzz target, which compiles this file on its
+// own, finds it too).
+#[path = "ingest/scan.rs"]
+mod scan;
+
 /// How the input's lines are read (from the `ingest` flags).
 pub(crate) struct ParseSpec {
     pub(crate) docs: bool,
     pub(crate) index: Option<String>,
     pub(crate) op: OpType,
     pub(crate) id_field: Option<String>,
+    /// `id_field` split on dots (empty without one).
+    pub(crate) id_path: Vec<String>,
 }
 
 /// What one input line became.
@@ -40,8 +47,9 @@ impl<'s> LineParser<'s> {
         }
     }
 
-    /// Reads line number `line` (already trimmed with [`trim_line`]).
-    pub(crate) fn feed(&mut self, text: &[u8], line: u64) -> Line {
+    /// Reads line number `line` (already trimmed with [`trim_line`]); a document's source is
+    /// a slice of `text`, not a copy.
+    pub(crate) fn feed(&mut self, text: &Bytes, line: u64) -> Line {
         let spec = self.spec;
         if text.is_empty() && self.pending.is_none() {
             return Line::Blank;
@@ -52,7 +60,9 @@ impl<'s> LineParser<'s> {
             pa.with_source(text, spec).map(|a| (a, start))
         } else {
             match parse_action_line(text, spec) {
-                Ok(pa) if pa.op == OpType::Delete => pa.with_source(b"", spec).map(|a| (a, line)),
+                Ok(pa) if pa.op == OpType::Delete => {
+                    pa.with_source(&Bytes::new(), spec).map(|a| (a, line))
+                }
                 Ok(pa) => {
                     self.pending = Some((pa, line));
                     return Line::Pending;
@@ -81,102 +91,22 @@ pub(crate) fn trim_line(buf: &[u8]) -> &[u8] {
     &buf[start..end]
 }
 
-pub(crate) fn parse_doc(text: &[u8], spec: &ParseSpec) -> Result<Action, String> {
+pub(crate) fn parse_doc(text: &Bytes, spec: &ParseSpec) -> Result<Action, String> {
     let index = spec.index.clone().unwrap_or_default();
     let mut action = Action::with_op(spec.op, index);
+    let id = scan::object(text, &spec.id_path).map_err(|e| format!("not a JSON document: {e}"))?;
     if let Some(path) = &spec.id_field {
-        if text.first() != Some(&b'{') {
-            return Err("not a JSON object".into());
-        }
-        let segments: Vec<&str> = path.split('.').collect();
-        let mut de = serde_json::Deserializer::from_slice(text);
-        let id = serde::de::DeserializeSeed::deserialize(IdAt(&segments), &mut de)
-            .and_then(|id| de.end().map(|()| id))
-            .map_err(|e| format!("not a JSON document: {e}"))?;
         let id = id.ok_or_else(|| format!("no id field {path:?}"))?;
         action = action.id(id);
-    } else {
-        check_object(text)?;
     }
-    Ok(action.source(Bytes::copy_from_slice(text)))
+    Ok(action.source(text.clone()))
 }
 
 /// Validates that `text` is one JSON object without building a value.
 fn check_object(text: &[u8]) -> Result<(), String> {
-    if text.first() != Some(&b'{') {
-        return Err("not a JSON object".into());
-    }
-    serde_json::from_slice::<serde::de::IgnoredAny>(text)
+    scan::object(text, &[])
         .map(|_| ())
         .map_err(|e| format!("not a JSON document: {e}"))
-}
-
-/// Finds the value at a dotted path while the document is parsed once, without building a
-/// `serde_json::Value` of it (the whole document is still validated): a string, or a
-/// number/bool rendered as text, is the id; anything else, or no such field, is `None`.
-/// Building a `Value` for every document cost more CPU than the rest of the ingest.
-struct IdAt<'p>(&'p [&'p str]);
-
-impl<'de> serde::de::DeserializeSeed<'de> for IdAt<'_> {
-    type Value = Option<String>;
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> serde::de::Visitor<'de> for IdAt<'_> {
-    type Value = Option<String>;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = None;
-        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-            match self.0.split_first() {
-                Some((first, rest)) if found.is_none() && key == *first => {
-                    found = map.next_value_seed(IdAt(rest))?;
-                }
-                _ => {
-                    map.next_value::<serde::de::IgnoredAny>()?;
-                }
-            }
-        }
-        Ok(found)
-    }
-
-    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
-        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-        Ok(None)
-    }
-
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Self::Value, E> {
-        Ok((self.0.is_empty() && !v.is_empty()).then(|| v.to_owned()))
-    }
-
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_string()))
-    }
-
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_string()))
-    }
-
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| {
-            serde_json::Number::from_f64(v).map_or_else(|| v.to_string(), |n| n.to_string())
-        }))
-    }
-
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Self::Value, E> {
-        Ok(self.0.is_empty().then(|| v.to_string()))
-    }
-
-    fn visit_unit<E: serde::de::Error>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
 }
 
 #[derive(Deserialize)]
@@ -223,7 +153,7 @@ fn parse_action_line(text: &[u8], spec: &ParseSpec) -> Result<PartialAction, Str
 }
 
 impl PartialAction {
-    fn with_source(self, text: &[u8], spec: &ParseSpec) -> Result<Action, String> {
+    fn with_source(self, text: &Bytes, spec: &ParseSpec) -> Result<Action, String> {
         let m = self.meta;
         let index = m.index.or_else(|| spec.index.clone()).unwrap_or_default();
         let mut a = Action::with_op(self.op, index);
@@ -250,7 +180,7 @@ impl PartialAction {
         }
         if self.op != OpType::Delete {
             check_object(text).map_err(|e| format!("the source line: {e}"))?;
-            a = a.source(Bytes::copy_from_slice(text));
+            a = a.source(text.clone());
         }
         Ok(a)
     }
@@ -262,11 +192,8 @@ mod tests {
     use super::*;
 
     fn id_of(doc: &str, path: &str) -> Result<Option<String>, String> {
-        let segments: Vec<&str> = path.split('.').collect();
-        let mut de = serde_json::Deserializer::from_str(doc);
-        serde::de::DeserializeSeed::deserialize(IdAt(&segments), &mut de)
-            .and_then(|id| de.end().map(|()| id))
-            .map_err(|e| e.to_string())
+        let segments: Vec<String> = path.split('.').map(str::to_owned).collect();
+        scan::object(doc.as_bytes(), &segments).map_err(|e| e.to_string())
     }
 
     #[test]
@@ -287,6 +214,10 @@ mod tests {
         assert!(id_of(r#"{"id": "1"} trailing"#, "id").is_err());
     }
 
+    fn feed(p: &mut LineParser<'_>, line: &'static [u8], n: u64) -> Line {
+        p.feed(&Bytes::from_static(line), n)
+    }
+
     #[test]
     fn action_and_source_lines_pair_up_and_a_dangling_action_is_reported() {
         let spec = ParseSpec {
@@ -294,20 +225,21 @@ mod tests {
             index: Some("i".into()),
             op: OpType::Index,
             id_field: None,
+            id_path: Vec::new(),
         };
         let mut p = LineParser::new(&spec);
-        assert!(matches!(p.feed(b"", 1), Line::Blank));
+        assert!(matches!(feed(&mut p, b"", 1), Line::Blank));
         assert!(matches!(
-            p.feed(br#"{"index":{"_id":"1"}}"#, 2),
+            feed(&mut p, br#"{"index":{"_id":"1"}}"#, 2),
             Line::Pending
         ));
-        assert!(matches!(p.feed(br#"{"a":1}"#, 3), Line::Record(Ok((_, 2)))));
+        assert!(matches!(feed(&mut p, br#"{"a":1}"#, 3), Line::Record(Ok((_, 2)))));
         assert!(matches!(
-            p.feed(br#"{"delete":{"_id":"1"}}"#, 4),
+            feed(&mut p, br#"{"delete":{"_id":"1"}}"#, 4),
             Line::Record(Ok((_, 4)))
         ));
-        assert!(matches!(p.feed(br#"{"nope":{}}"#, 5), Line::Record(Err(_))));
-        assert!(matches!(p.feed(br#"{"create":{}}"#, 6), Line::Pending));
+        assert!(matches!(feed(&mut p, br#"{"nope":{}}"#, 5), Line::Record(Err(_))));
+        assert!(matches!(feed(&mut p, br#"{"create":{}}"#, 6), Line::Pending));
         assert_eq!(p.finish(), Some(6));
     }
 }
