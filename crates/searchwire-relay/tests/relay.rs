@@ -849,6 +849,23 @@ async fn delivery_writes_high_priority_first_then_arrival_order_within_a_window(
     task.await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_the_cluster_refuses_as_a_whole_gets_its_status_and_is_not_queued() {
+    let s = start(test_config(), plain_client).await;
+    s.bulk.answer_next(Behavior::status(403));
+    let (status, v) = post_bulk(
+        s.addr,
+        "/logs/_bulk",
+        "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n",
+    )
+    .await;
+    assert_eq!(status, 403, "{v}");
+    assert_eq!(v["status"], 403);
+    assert!(v["error"]["type"].is_string(), "{v}");
+    assert_eq!(s.queue.stats().await.unwrap().backlog, 0);
+    s.shutdown().await;
+}
+
 /// Elasticsearch 8's `GET /` as the real node answers it (trimmed).
 fn elasticsearch_root() -> Value {
     serde_json::json!({
