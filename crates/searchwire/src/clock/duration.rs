@@ -172,7 +172,15 @@ fn parse_nanos(s: &str) -> Result<u128, Reason> {
             "s" => NANOS_PER_S,
             "m" => NANOS_PER_M,
             "h" => NANOS_PER_H,
-            other => return Err(Reason::UnknownUnit(other.to_owned())),
+            // The unit is the rest of the input: shown cut to 16 characters, like the
+            // input itself (a fuzzer found a 100 KB "unit" echoed whole).
+            other => {
+                let mut unit: String = other.chars().take(16).collect();
+                if other.chars().nth(16).is_some() {
+                    unit.push_str("...");
+                }
+                return Err(Reason::UnknownUnit(unit));
+            }
         };
         total = total
             .checked_add(number.scaled(unit_nanos)?)

@@ -316,7 +316,14 @@ pub fn redact_userinfo(s: &str) -> String {
     let Some(at) = s.rfind('@') else {
         return s.to_string();
     };
-    let start = s[..at].rfind("://").map_or(0, |i| i + 3);
+    // The scheme is kept only when its `://` comes before every `@`: with an `@` before it,
+    // that text is credential-shaped too (found by the `node_url` fuzz target:
+    // `a:PW@h/http://u:p@x` showed `a:PW`).
+    let first_at = s.find('@').unwrap_or(at);
+    let start = match s.find("://") {
+        Some(i) if i < first_at => i + 3,
+        _ => 0,
+    };
     format!("{}<redacted>@{}", &s[..start], &s[at + 1..])
 }
 
@@ -391,6 +398,16 @@ mod tests {
             NodeAddr::parse("http://h:1/es/v1").unwrap().0.prefix(),
             "/es/v1"
         );
+    }
+
+    #[test]
+    fn redaction_hides_credentials_before_a_later_scheme_separator() {
+        assert_eq!(redact_userinfo("a:PW@h/http://u:p@x"), "<redacted>@x");
+        assert_eq!(
+            redact_userinfo("0u:PW@..ser:Puser:PW@..stp://st:92W@..st"),
+            "<redacted>@..st"
+        );
+        assert_eq!(redact_userinfo("https://u:p@h"), "https://<redacted>@h");
     }
 
     #[test]

@@ -128,6 +128,16 @@ fn error_shortens_huge_input_and_escapes_control_characters() {
     assert!(msg.len() < 400, "{}", msg.len());
     let msg = err("a\u{1b}[2Jb").to_string();
     assert!(!msg.contains('\u{1b}'), "{msg}");
+    // Found by the `duration` fuzz target: an unknown unit is the rest of the input, and was
+    // echoed whole (a 100 KB value gave a 100 KB+ line).
+    let msg = err(&format!("1m3{}", "\u{13}".repeat(100_000))).to_string();
+    assert!(msg.len() < 1200, "{}", msg.len());
+    let msg = err(&format!("1{}", "q".repeat(100_000))).to_string();
+    assert!(msg.len() < 1200, "{}", msg.len());
+    assert!(
+        msg.contains("unknown unit \"qqqqqqqqqqqqqqqq...\""),
+        "{msg}"
+    );
 }
 
 #[test]
