@@ -29,16 +29,14 @@ use std::time::Duration;
 use bytes::Bytes;
 use criterion::{criterion_group, BenchmarkId, Criterion, Throughput};
 use futures_util::future::join_all;
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper::service::service_fn;
-use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use searchwire::{Client, Request};
 
 #[path = "support/bare.rs"]
 mod bare;
-use bare::{bare_client, bare_get};
+use bare::{bare_client, bare_get, Bare};
 
 const BODY: &[u8] = br#"{"ok":true}"#;
 

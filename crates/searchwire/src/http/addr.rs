@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use bytes::Bytes;
+
 use http::HeaderValue;
 
 use crate::message::error::Error;
@@ -104,6 +106,10 @@ pub struct NodeAddr {
     port: u16,
     prefix: String,
     display: std::sync::Arc<str>,
+    /// `scheme://host:port` already parsed, so building an attempt's URI parses only its
+    /// path and query (`None` if the origin does not parse: then [`NodeAddr::uri`] parses
+    /// the whole string, as before, and reports the error).
+    origin: Option<(http::uri::Scheme, http::uri::Authority)>,
     /// This node's keep-alive connection pool, created on first use by the connector and
     /// dropped by `Connector::reset`. Lives with the address so the send path needs no
     /// shared map and no lock.
@@ -201,6 +207,7 @@ impl NodeAddr {
         let display = format!("{scheme}://{host}:{port}{prefix}");
         Ok((
             NodeAddr {
+                origin: parse_origin(&scheme, &host, port),
                 scheme,
                 host,
                 port,
@@ -221,6 +228,7 @@ impl NodeAddr {
             port,
             prefix: prefix.to_string(),
             display: display.into(),
+            origin: parse_origin(scheme, host, port),
             conn: Default::default(),
         }
     }
@@ -257,17 +265,52 @@ impl NodeAddr {
 
     /// The full URI for a path and an already-encoded query string.
     pub(crate) fn uri(&self, path: &str, query: &str) -> Result<http::Uri, Error> {
+        // The hot path: the origin is parsed once; only the path and query are parsed here.
+        if let Some((scheme, authority)) = &self.origin {
+            if path.starts_with('/') {
+                let mut s = String::with_capacity(self.prefix.len() + path.len() + query.len() + 1);
+                s.push_str(&self.prefix);
+                push_path_and_query(&mut s, path, query);
+                if let Ok(pq) = http::uri::PathAndQuery::from_maybe_shared(Bytes::from(s)) {
+                    let mut parts = http::uri::Parts::default();
+                    parts.scheme = Some(scheme.clone());
+                    parts.authority = Some(authority.clone());
+                    parts.path_and_query = Some(pq);
+                    if let Ok(uri) = http::Uri::from_parts(parts) {
+                        return Ok(uri);
+                    }
+                }
+            }
+        }
+        // Anything unusual (a path without a leading `/`, characters a URI cannot hold):
+        // the whole string, parsed as before, so the result and the error are unchanged.
         let mut s = String::with_capacity(self.display.len() + path.len() + query.len() + 1);
         s.push_str(&self.display);
-        s.push_str(path);
-        if !query.is_empty() {
-            s.push(if path.contains('?') { '&' } else { '?' });
-            s.push_str(query);
-        }
+        push_path_and_query(&mut s, path, query);
         s.parse::<http::Uri>().map_err(|e| {
             Error::invalid_request(format!("cannot form a valid URI from path {path:?}: {e}"))
         })
     }
+}
+
+/// Appends `path`, then `query` after `?` (or `&` when the path has a query already).
+fn push_path_and_query(s: &mut String, path: &str, query: &str) {
+    s.push_str(path);
+    if !query.is_empty() {
+        s.push(if path.contains('?') { '&' } else { '?' });
+        s.push_str(query);
+    }
+}
+
+/// `scheme://host:port` as URI parts, parsed once per address.
+fn parse_origin(
+    scheme: &str,
+    host: &str,
+    port: u16,
+) -> Option<(http::uri::Scheme, http::uri::Authority)> {
+    let scheme = http::uri::Scheme::try_from(scheme).ok()?;
+    let authority = http::uri::Authority::try_from(format!("{host}:{port}")).ok()?;
+    Some((scheme, authority))
 }
 
 impl fmt::Display for NodeAddr {
@@ -441,6 +484,46 @@ mod tests {
         assert_eq!(base64_encode(b"a"), "YQ==");
         assert_eq!(base64_encode(b"ab"), "YWI=");
         assert_eq!(base64_encode(b""), "");
+    }
+
+    #[test]
+    fn uri_from_parsed_origin_equals_the_whole_string_parsed() {
+        for url in [
+            "http://h:1",
+            "http://h:1/p",
+            "https://[::1]:9200/a/b",
+            "http://10.0.0.1",
+        ] {
+            let (a, _) = NodeAddr::parse(url).unwrap();
+            assert!(a.origin.is_some(), "{url}");
+            for (path, query) in [
+                ("/", ""),
+                ("/i/_search", "q=x"),
+                ("/i?pretty", "q=x&r=%20"),
+                ("/_cat/nodes?v", ""),
+            ] {
+                let fast = a.uri(path, query).unwrap();
+                let whole = format!(
+                    "{}{path}{}{query}",
+                    a.display,
+                    if query.is_empty() {
+                        ""
+                    } else if path.contains('?') {
+                        "&"
+                    } else {
+                        "?"
+                    }
+                );
+                assert_eq!(
+                    fast,
+                    whole.parse::<http::Uri>().unwrap(),
+                    "{url} {path} {query}"
+                );
+                assert_eq!(fast.to_string(), whole, "{url} {path} {query}");
+            }
+            // Not a path: the old way, with its error.
+            assert!(a.uri("/bad path", "").is_err());
+        }
     }
 
     #[test]

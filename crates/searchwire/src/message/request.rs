@@ -259,6 +259,13 @@ impl Request {
         if let Some(v) = self.idempotent {
             return v;
         }
+        if matches!(
+            self.method,
+            Method::GET | Method::HEAD | Method::DELETE | Method::OPTIONS
+        ) {
+            // Decided by the method alone: no path scan on the hot path.
+            return true;
+        }
         let (path, path_query) = match self.sent_path().split_once('?') {
             Some((p, q)) => (p, q),
             None => (self.sent_path(), ""),
