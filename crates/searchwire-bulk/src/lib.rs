@@ -80,7 +80,6 @@ pub use sink::{DeadLetterSink, FailedItem, FailureReason, LogDeadLetters, RetryS
 pub use stats::Stats;
 pub use tracked::{EncodedAction, ItemOutcome, ItemTicket, WrittenItem};
 
-
 /// Benchmark hook (`benches/instructions.rs`), not part of the API: what the indexer does
 /// for one batch on its hot path, minus the I/O — prepares every action (checks it, puts its
 /// action and source lines together), concatenates the lines into one request body, and

@@ -233,13 +233,22 @@ mod tests {
             feed(&mut p, br#"{"index":{"_id":"1"}}"#, 2),
             Line::Pending
         ));
-        assert!(matches!(feed(&mut p, br#"{"a":1}"#, 3), Line::Record(Ok((_, 2)))));
+        assert!(matches!(
+            feed(&mut p, br#"{"a":1}"#, 3),
+            Line::Record(Ok((_, 2)))
+        ));
         assert!(matches!(
             feed(&mut p, br#"{"delete":{"_id":"1"}}"#, 4),
             Line::Record(Ok((_, 4)))
         ));
-        assert!(matches!(feed(&mut p, br#"{"nope":{}}"#, 5), Line::Record(Err(_))));
-        assert!(matches!(feed(&mut p, br#"{"create":{}}"#, 6), Line::Pending));
+        assert!(matches!(
+            feed(&mut p, br#"{"nope":{}}"#, 5),
+            Line::Record(Err(_))
+        ));
+        assert!(matches!(
+            feed(&mut p, br#"{"create":{}}"#, 6),
+            Line::Pending
+        ));
         assert_eq!(p.finish(), Some(6));
     }
 }
