@@ -15,31 +15,16 @@ use std::process::Command;
 use std::time::Duration;
 
 use real_support::{
-    assert_exactly_the_input, assert_throttled_without_dead_letters, count, create_index,
-    ids_and_count, ingest, run_clean, summary, tmp, wait_for, write_docs, OPENSEARCH,
+    assert_exactly_the_input, assert_throttled_without_dead_letters, cluster_cmd, count,
+    create_index, ids_and_count, ingest, run_clean, summary, tmp, wait_for, write_docs, OPENSEARCH,
 };
 use searchwire::{Client, Request};
 use serde_json::Value;
 use tokio::time::Instant;
 
-const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/cluster");
 /// The node that is killed: `scripts/cluster` index 3, port 9203.
 const VICTIM: &str = "3";
 const DOCS: usize = 100_000;
-
-fn cluster_cmd(args: &[&str]) -> (bool, String) {
-    match Command::new(SCRIPT).args(args).output() {
-        Ok(o) => (
-            o.status.success(),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&o.stdout),
-                String::from_utf8_lossy(&o.stderr)
-            ),
-        ),
-        Err(e) => (false, format!("cannot run {SCRIPT}: {e}")),
-    }
-}
 
 /// Restarts node 3 if it is dead and waits for three nodes, on success and panic alike,
 /// so the tests after this one find the cluster whole.

@@ -23,14 +23,15 @@
 //! Gated like `real_relay.rs`; run only under the machine-wide cluster lock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod real_support;
 mod relay_support;
 
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use real_support::{cluster_cmd, ResumeAll, OPENSEARCH};
 use relay_support::{
-    cluster_cmd, cluster_urls, free_port, health, http, http_with, spawn_relay, terminate,
-    wait_drained, ResumeAll, BIN,
+    free_port, health, http, http_with, spawn_relay, terminate, wait_drained, BIN,
 };
 use searchwire::{Client, Request};
 use serde_json::{json, Value};
@@ -161,7 +162,7 @@ fn retried_items(metrics: &str) -> u64 {
 
 #[test]
 fn an_ingest_during_a_full_outage_is_queued_then_delivered_once_in_priority_order() {
-    let Some(urls) = cluster_urls("real_outage") else {
+    let Some(urls) = OPENSEARCH.urls("real_outage") else {
         return;
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -12,16 +12,15 @@
 //! cluster lock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod real_support;
 mod relay_support;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relay_support::{
-    cluster_cmd, cluster_urls, free_port, health, load, spawn_relay, terminate, wait_drained, Load,
-    ResumeAll, Tally,
-};
+use real_support::{cluster_cmd, ResumeAll, OPENSEARCH};
+use relay_support::{free_port, health, load, spawn_relay, terminate, wait_drained, Load, Tally};
 use searchwire::{Client, Request};
 use serde_json::{json, Value};
 use tokio::time::Instant;
@@ -70,7 +69,7 @@ async fn wait_acked(tally: &Tally, n: usize, within: Duration) {
 
 #[test]
 fn every_acknowledged_document_is_indexed_exactly_once_through_kills_and_restarts() {
-    let Some(urls) = cluster_urls("real_relay") else {
+    let Some(urls) = OPENSEARCH.urls("real_relay") else {
         return;
     };
     let rt = tokio::runtime::Builder::new_multi_thread()

@@ -56,6 +56,34 @@ impl Engine {
     }
 }
 
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scripts/cluster");
+
+/// Runs `scripts/cluster ARGS` (in `SEARCHWIRE_CLUSTER_DIR`): success and its output.
+pub fn cluster_cmd(args: &[&str]) -> (bool, String) {
+    match std::process::Command::new(SCRIPT).args(args).output() {
+        Ok(o) => (
+            o.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        ),
+        Err(e) => (false, format!("cannot run {SCRIPT}: {e}")),
+    }
+}
+
+/// Every node resumed when the test ends, even on panic.
+pub struct ResumeAll;
+
+impl Drop for ResumeAll {
+    fn drop(&mut self) {
+        for n in ["1", "2", "3"] {
+            let _ = cluster_cmd(&["resume", n]);
+        }
+    }
+}
+
 /// A fresh path in this process's temporary directory.
 pub fn tmp(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("searchwire-real-ingest-{}", std::process::id()));
