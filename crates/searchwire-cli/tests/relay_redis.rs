@@ -67,8 +67,24 @@ async fn two_relays_share_a_redis_queue_and_cover_for_a_killed_one() {
         };
         gens.push(tokio::spawn(load(spec, stop.clone(), tally.clone())));
     }
-    // Past the 1 s live budget: both relays have answered (queued) requests.
-    tokio::time::sleep(Duration::from_millis(1800)).await;
+    // Wait for the event, not a time: both relays have acknowledged items, some of them
+    // queued (the kill below must hit a relay that holds leases and queued work).
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let both = {
+            let acked = tally.acked.lock().unwrap();
+            acked.iter().any(|id| id.starts_with("a-"))
+                && acked.iter().any(|id| id.starts_with("b-"))
+        };
+        if both && tally.queued.load(std::sync::atomic::Ordering::Relaxed) > 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "both relays acknowledged queued items within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut child = a.child;
     child.start_kill().unwrap();
     assert_eq!(child.wait().await.unwrap().code(), None);
