@@ -7,9 +7,10 @@
 //! a cheap no-op. The names, types and labels are listed in `docs/metrics.md`, and
 //! [`NAMES`] lists them for tests and tools.
 
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 
 use http::Method;
+use metrics::{Key, Label, Metadata};
 
 use crate::observe::{
     AttemptEvent, BreakerEvent, DenyReason, HealthCheckEvent, NodeEvent, Observer, RequestEvent,
@@ -127,30 +128,82 @@ fn describe() {
     );
 }
 
-/// A static label for common methods (labels are interned; arbitrary methods are `other`).
-fn method_label(m: &Method) -> &'static str {
+/// A static label for common methods (labels are interned; arbitrary methods are `other`),
+/// and its index among the [`METHODS`] labels.
+fn method_slot(m: &Method) -> (usize, &'static str) {
     match *m {
-        Method::GET => "GET",
-        Method::POST => "POST",
-        Method::PUT => "PUT",
-        Method::DELETE => "DELETE",
-        Method::HEAD => "HEAD",
-        Method::PATCH => "PATCH",
-        Method::OPTIONS => "OPTIONS",
-        _ => "other",
+        Method::GET => (0, "GET"),
+        Method::POST => (1, "POST"),
+        Method::PUT => (2, "PUT"),
+        Method::DELETE => (3, "DELETE"),
+        Method::HEAD => (4, "HEAD"),
+        Method::PATCH => (5, "PATCH"),
+        Method::OPTIONS => (6, "OPTIONS"),
+        _ => (7, "other"),
     }
 }
 
-fn status_class(status: Option<http::StatusCode>) -> &'static str {
+/// The status class label and its index among the [`STATUS_CLASSES`] labels.
+fn status_slot(status: Option<http::StatusCode>) -> (usize, &'static str) {
     match status.map(|s| s.as_u16()) {
-        Some(100..=199) => "1xx",
-        Some(200..=299) => "2xx",
-        Some(300..=399) => "3xx",
-        Some(400..=499) => "4xx",
-        Some(500..=599) => "5xx",
-        _ => "none",
+        Some(100..=199) => (0, "1xx"),
+        Some(200..=299) => (1, "2xx"),
+        Some(300..=399) => (2, "3xx"),
+        Some(400..=499) => (3, "4xx"),
+        Some(500..=599) => (4, "5xx"),
+        _ => (5, "none"),
     }
 }
+
+/// The result label (`ok` or the error kind) and its index among the [`RESULTS`] labels.
+fn result_slot(error: Option<crate::ErrorKind>) -> (usize, &'static str) {
+    match error {
+        None => (0, "ok"),
+        Some(k) => (k as usize + 1, k.as_str()),
+    }
+}
+
+/// The metadata the `metrics` macros would give every series of this module (target and
+/// module path `searchwire::observe::metrics`, level INFO).
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+/// Keys of one labelled metric, built on first use and then reused: the request path
+/// reports with a precomputed key (its hash included) instead of allocating labels and
+/// hashing them per call. Every call still goes through the recorder installed *now*
+/// (global or thread-local), exactly as the `metrics` macros do.
+struct Keys<const N: usize>([OnceLock<Key>; N]);
+
+impl<const N: usize> Keys<N> {
+    const fn new() -> Self {
+        Keys([const { OnceLock::new() }; N])
+    }
+
+    /// Runs `f` with the key at `index`, built by `make` the first time (an index outside
+    /// the table gets a key built for this call only).
+    fn with<T>(&self, index: usize, make: impl FnOnce() -> Key, f: impl FnOnce(&Key) -> T) -> T {
+        match self.0.get(index) {
+            Some(cell) => f(cell.get_or_init(make)),
+            None => f(&make()),
+        }
+    }
+}
+
+fn counter(key: &Key) -> metrics::Counter {
+    metrics::with_recorder(|r| r.register_counter(key, &METADATA))
+}
+
+/// Label values: the methods [`method_label`] names, the status classes, the outcome kinds.
+const METHODS: usize = 8;
+const STATUS_CLASSES: usize = 6;
+const OUTCOMES: usize = 16;
+/// `ok` and every [`ErrorKind`](crate::ErrorKind) (with room to spare).
+const RESULTS: usize = 24;
+
+static ATTEMPT_KEYS: Keys<OUTCOMES> = Keys::new();
+static RETRY_KEYS: Keys<OUTCOMES> = Keys::new();
+static DURATION_KEYS: Keys<METHODS> = Keys::new();
+static REQUEST_KEYS: Keys<{ METHODS * STATUS_CLASSES * RESULTS }> = Keys::new();
 
 fn set_breaker_state(scope: &'static str, current: BreakerState) {
     for s in BreakerState::ALL {
@@ -161,20 +214,43 @@ fn set_breaker_state(scope: &'static str, current: BreakerState) {
 
 impl Observer for MetricsObserver {
     fn attempt_finished(&self, e: &AttemptEvent<'_>) {
-        metrics::counter!(ATTEMPTS, "outcome" => e.outcome.as_str()).increment(1);
+        let outcome = e.outcome.as_str();
+        ATTEMPT_KEYS.with(
+            e.outcome as usize,
+            || Key::from_parts(ATTEMPTS, vec![Label::from_static_parts("outcome", outcome)]),
+            |key| counter(key).increment(1),
+        );
     }
 
     fn request_finished(&self, e: &RequestEvent<'_>) {
-        let method = method_label(e.method);
-        let result = e.error.map_or("ok", |k| k.as_str());
-        metrics::counter!(
-            REQUESTS,
-            "method" => method,
-            "status_class" => status_class(e.status),
-            "result" => result
-        )
-        .increment(1);
-        metrics::histogram!(REQUEST_DURATION, "method" => method).record(e.elapsed.as_secs_f64());
+        let (m, method) = method_slot(e.method);
+        let (s, class) = status_slot(e.status);
+        let (r, result) = result_slot(e.error);
+        REQUEST_KEYS.with(
+            (m * STATUS_CLASSES + s) * RESULTS + r,
+            || {
+                let labels = vec![
+                    Label::from_static_parts("method", method),
+                    Label::from_static_parts("status_class", class),
+                    Label::from_static_parts("result", result),
+                ];
+                Key::from_parts(REQUESTS, labels)
+            },
+            |key| counter(key).increment(1),
+        );
+        DURATION_KEYS.with(
+            m,
+            || {
+                Key::from_parts(
+                    REQUEST_DURATION,
+                    vec![Label::from_static_parts("method", method)],
+                )
+            },
+            |key| {
+                metrics::with_recorder(|r| r.register_histogram(key, &METADATA))
+                    .record(e.elapsed.as_secs_f64())
+            },
+        );
         if e.error == Some(crate::ErrorKind::CircuitOpen) {
             metrics::counter!(BREAKER_REJECTIONS, "scope" => "cluster").increment(1);
         }
@@ -191,7 +267,12 @@ impl Observer for MetricsObserver {
     }
 
     fn retry_scheduled(&self, e: &RetryEvent<'_>) {
-        metrics::counter!(RETRIES, "class" => e.outcome.as_str()).increment(1);
+        let class = e.outcome.as_str();
+        RETRY_KEYS.with(
+            e.outcome as usize,
+            || Key::from_parts(RETRIES, vec![Label::from_static_parts("class", class)]),
+            |key| counter(key).increment(1),
+        );
     }
 
     fn retry_denied(&self, e: &RetryDeniedEvent<'_>) {
@@ -226,16 +307,111 @@ impl Observer for MetricsObserver {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
+    use metrics_exporter_prometheus::PrometheusBuilder;
+
     use super::*;
+    use crate::classify::OutcomeKind;
+    use crate::ErrorKind;
 
     #[test]
     fn labels() {
-        assert_eq!(method_label(&Method::GET), "GET");
+        assert_eq!(method_slot(&Method::GET).1, "GET");
         assert_eq!(
-            method_label(&Method::from_bytes(b"PURGE").unwrap()),
+            method_slot(&Method::from_bytes(b"PURGE").unwrap()).1,
             "other"
         );
-        assert_eq!(status_class(http::StatusCode::from_u16(503).ok()), "5xx");
-        assert_eq!(status_class(None), "none");
+        assert_eq!(status_slot(http::StatusCode::from_u16(503).ok()).1, "5xx");
+        assert_eq!(status_slot(None).1, "none");
+        assert_eq!(result_slot(Some(ErrorKind::Decode)).1, "decode");
+        // Every label value has its own slot in the key tables.
+        assert!((ErrorKind::Decode as usize) + 1 < RESULTS);
+        assert!((OutcomeKind::TooLarge as usize) < OUTCOMES);
+    }
+
+    /// The cached keys name and label the series exactly as the `metrics` macros did
+    /// (same names, same label order), through whatever recorder is installed at the call.
+    #[test]
+    fn cached_keys_match_the_macros() {
+        let cached = PrometheusBuilder::new().build_recorder();
+        let cached_out = cached.handle();
+        let by_macro = PrometheusBuilder::new().build_recorder();
+        let by_macro_out = by_macro.handle();
+        let observer = MetricsObserver::new();
+        let cases = [
+            (Method::GET, Some(200), None, OutcomeKind::Success),
+            (
+                Method::POST,
+                Some(503),
+                Some(ErrorKind::Status),
+                OutcomeKind::Gateway,
+            ),
+            (
+                Method::from_bytes(b"PURGE").unwrap(),
+                None,
+                Some(ErrorKind::NoNodeReachable),
+                OutcomeKind::Connect,
+            ),
+            (Method::GET, Some(200), None, OutcomeKind::Success),
+        ];
+        for (method, status, error, outcome) in &cases {
+            let status = status.and_then(|s| http::StatusCode::from_u16(s).ok());
+            let elapsed = Duration::from_millis(3);
+            metrics::with_local_recorder(&cached, || {
+                observer.attempt_finished(&AttemptEvent {
+                    method,
+                    path: "/",
+                    node: "http://127.0.0.1:9200",
+                    attempt: 1,
+                    outcome: *outcome,
+                    status,
+                    elapsed,
+                });
+                observer.retry_scheduled(&RetryEvent {
+                    method,
+                    node: "http://127.0.0.1:9200",
+                    attempt: 1,
+                    outcome: *outcome,
+                    delay: elapsed,
+                    jitter_multiplier: 1.0,
+                });
+                observer.request_finished(&RequestEvent {
+                    method,
+                    status,
+                    attempts: 1,
+                    elapsed,
+                    error: *error,
+                });
+            });
+            metrics::with_local_recorder(&by_macro, || {
+                let m = method_slot(method).1;
+                metrics::counter!(ATTEMPTS, "outcome" => outcome.as_str()).increment(1);
+                metrics::counter!(RETRIES, "class" => outcome.as_str()).increment(1);
+                metrics::counter!(
+                    REQUESTS,
+                    "method" => m,
+                    "status_class" => status_slot(status).1,
+                    "result" => error.map_or("ok", |k| k.as_str())
+                )
+                .increment(1);
+                metrics::histogram!(REQUEST_DURATION, "method" => m).record(elapsed.as_secs_f64());
+            });
+        }
+        let rendered = cached_out.render();
+        assert!(
+            rendered.contains(
+                r#"searchwire_requests_total{method="GET",status_class="2xx",result="ok"} 2"#
+            ),
+            "{rendered}"
+        );
+        assert!(rendered.contains(r#"searchwire_attempts_total{outcome="connect"} 1"#));
+        // The exporter's series order follows its hash maps: compare the lines as sets.
+        let lines = |s: &str| {
+            let mut v: Vec<String> = s.lines().map(str::to_owned).collect();
+            v.sort();
+            v
+        };
+        assert_eq!(lines(&rendered), lines(&by_macro_out.render()));
     }
 }
