@@ -301,6 +301,12 @@ impl Pool {
     /// node was once marked dead. Returns `None` when no node is live and none has ever
     /// answered (only possible once discovery replaced the seeds with unproven nodes).
     pub(crate) fn select(&self, tried: &[usize]) -> Option<Arc<PoolNode>> {
+        self.select_at(tried, Instant::now())
+    }
+
+    /// [`select`](Self::select) with the time already read (`now` decides which nodes
+    /// are still pausing after a `Retry-After`).
+    pub(crate) fn select_at(&self, tried: &[usize], now: Instant) -> Option<Arc<PoolNode>> {
         let t = self.topology.load();
         let len = t.wheel.len();
         if len == 0 {
@@ -311,7 +317,6 @@ impl Pool {
         // the node after it in the wheel.
         // A node pausing after a `Retry-After` is used only when no other live node is
         // free: first an untried free node, then a tried free one, then a pausing one.
-        let now = Instant::now();
         let mut fallback: Option<&Arc<PoolNode>> = None;
         let mut busy_fallback: Option<&Arc<PoolNode>> = None;
         for _ in 0..len {

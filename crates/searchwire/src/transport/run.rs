@@ -115,9 +115,12 @@ pub(super) async fn execute(
 
     loop {
         let number = attempts.len() as u32 + 1;
+        // One clock reading serves the attempt's admission, node pick and start: the
+        // first attempt's is the request's start (nothing awaited since).
+        let now = if number == 1 { start } else { Instant::now() };
         let probe = match admitted.take() {
             Some(probe) => probe,
-            None => match admit(inner) {
+            None => match admit(inner, now) {
                 Ok(probe) => probe,
                 Err(retry_in) => {
                     let reason = inner
@@ -131,11 +134,11 @@ pub(super) async fn execute(
         };
         if number == 1 {
             if let Some(budget) = &inner.budget {
-                budget.deposit(Instant::now());
+                budget.deposit(now);
             }
         }
         let seen = (number as usize - 1).min(tried.len());
-        let Some(node) = inner.pool.select(&tried[..seen]) else {
+        let Some(node) = inner.pool.select_at(&tried[..seen], now) else {
             return Err(Error::new(
                 ErrorKind::NoNodeReachable,
                 "no node reachable: no node is alive and none has ever answered",
@@ -144,13 +147,13 @@ pub(super) async fn execute(
         };
         tried[(number as usize - 1) % 8] = crate::nodes::pool::node_key(&node);
         let http_req = build_http(inner, request, &node.addr, &query)?;
-        let (result, elapsed) = run_attempt(
+        let (result, elapsed, ended) = run_attempt(
             inner,
             request,
             request_id,
             &node,
             http_req,
-            number,
+            Started { number, at: now },
             attempt_timeout,
             deadline,
         )
@@ -187,7 +190,12 @@ pub(super) async fn execute(
         };
         if let Some(breaker) = &inner.breaker {
             let verdict = Verdict::of(result.kind);
-            let now = Instant::now();
+            // The attempt's end, unless a liveness check was awaited since.
+            let now = if result.kind == OutcomeKind::Timeout {
+                Instant::now()
+            } else {
+                ended
+            };
             let change = match probe {
                 Some(slot) => slot.record(now, verdict),
                 None => breaker.record(now, verdict, false),
@@ -330,9 +338,15 @@ async fn node_answers(
     Some(answered)
 }
 
-/// One attempt on `node`: sends, bounded by the attempt timeout and the deadline,
-/// classifies the outcome, and reports it (span, log, observer). Returns the
-/// classified result and how long the attempt took.
+/// Which attempt of the request this is (1-based) and when it started.
+pub(super) struct Started {
+    pub(super) number: u32,
+    pub(super) at: Instant,
+}
+
+/// One attempt on `node`, started at `started.at`: sends, bounded by the attempt timeout
+/// and the deadline, classifies the outcome, and reports it (span, log, observer).
+/// Returns the classified result, how long the attempt took and when it ended.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn run_attempt(
     inner: &Inner,
@@ -340,10 +354,14 @@ pub(super) async fn run_attempt(
     request_id: RetryId,
     node: &PoolNode,
     http_req: http::Request<Full<Bytes>>,
-    number: u32,
+    started: Started,
     attempt_timeout: Option<Duration>,
     deadline: Option<Instant>,
-) -> (AttemptResult, Duration) {
+) -> (AttemptResult, Duration, Instant) {
+    let Started {
+        number,
+        at: attempt_start,
+    } = started;
     let span = tracing::debug_span!(
         "searchwire.attempt",
         retry_id = %request_id,
@@ -361,11 +379,11 @@ pub(super) async fn run_attempt(
     let current = tracing::Span::current();
     current.record("server.address", node.addr.host());
     current.record("server.port", node.addr.port());
-    let attempt_start = Instant::now();
     let send = inner.connector.send(&node.addr, http_req);
+    // An attempt timeout too large to represent as an instant bounds nothing.
     let bounded = async {
-        match attempt_timeout {
-            Some(t) => tokio::time::timeout(t, send).await.ok(),
+        match attempt_timeout.and_then(|t| attempt_start.checked_add(t)) {
+            Some(at) => tokio::time::timeout_at(at, send).await.ok(),
             None => Some(send.await),
         }
     };
@@ -379,7 +397,8 @@ pub(super) async fn run_attempt(
             }
             None => Some(bounded.instrument(span.clone()).await),
         };
-    let elapsed = attempt_start.elapsed();
+    let end = Instant::now();
+    let elapsed = end.saturating_duration_since(attempt_start);
     let ended = match &outcome {
         None => Ended::DeadlineExpired,
         Some(None) => Ended::TimedOut {
@@ -446,16 +465,16 @@ pub(super) async fn run_attempt(
         status,
         elapsed,
     });
-    (result, elapsed)
+    (result, elapsed, end)
 }
 
 /// The breaker's admission of one attempt: `Ok` with the probe slot it holds when the
 /// breaker is half-open, `Err` with the time until the next probe may go when it refuses.
-fn admit(inner: &Inner) -> Result<Option<ProbeSlot<'_>>, Duration> {
+fn admit(inner: &Inner, now: Instant) -> Result<Option<ProbeSlot<'_>>, Duration> {
     let Some(breaker) = &inner.breaker else {
         return Ok(None);
     };
-    let (admission, change, round) = breaker.admit_in_round(Instant::now());
+    let (admission, change, round) = breaker.admit_in_round(now);
     breaker_changed(inner, change);
     match admission {
         Admission::Allowed => Ok(None),
@@ -493,7 +512,7 @@ fn plan_retry<'a>(
         None => (number - 1, inner.retry.max_retries),
     };
     let now = Instant::now();
-    let (gate, probe) = match admit(inner) {
+    let (gate, probe) = match admit(inner, now) {
         Ok(None) if inner.breaker.is_none() => (Gate::Off, None),
         Ok(None) => (Gate::Closed, None),
         Ok(Some(slot)) => (Gate::Probe, Some(slot)),
