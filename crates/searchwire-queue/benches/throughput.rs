@@ -8,6 +8,11 @@
 //!   SEARCHWIRE_TEST_REDIS=$(scripts/redis start) cargo bench -p searchwire-queue --bench throughput
 //!   QUEUE_BENCH_CONFIGS=1000x1,1000x4 cargo bench -p searchwire-queue --bench throughput
 //!   QUEUE_BENCH_PIPELINE=1 ...   # the consumer acks batch k while it leases batch k+1
+//!   QUEUE_BENCH_BACKENDS=redis ...  # only this backend (embedded, redis; default both)
+//!
+//! `cpu µs/msg` is this process's CPU time (user + system, all threads, from
+//! `/proc/self/stat`) per message appended, leased and acked; `server µs/msg` is
+//! redis-server's (`INFO cpu`) — on a loaded machine these move less than the rates.
 //!
 //! The embedded queue lives in a temporary directory under `target/` (a real disk: a tmpfs
 //! would make every sync free and the numbers meaningless).
@@ -23,6 +28,43 @@ struct Run {
     append_s: f64,
     ack_s: f64,
     syncs: u64,
+    cpu_s: f64,
+    server_cpu_s: f64,
+}
+
+/// This process's CPU seconds (user + system, all threads).
+fn process_cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start after the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the line; 12 and 13 after the name.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// redis-server's CPU seconds (`INFO cpu`), 0 for the embedded backend.
+async fn server_cpu(q: &Queue) -> f64 {
+    let Ok(url) = std::env::var("SEARCHWIRE_TEST_REDIS") else {
+        return 0.0;
+    };
+    if !matches!(q, Queue::Redis(_)) {
+        return 0.0;
+    }
+    let client = redis::Client::open(url).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let info: String = redis::cmd("INFO")
+        .arg("cpu")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    info.lines()
+        .filter(|l| l.starts_with("used_cpu_sys:") || l.starts_with("used_cpu_user:"))
+        .filter_map(|l| {
+            l.split_once(':')
+                .and_then(|(_, v)| v.trim().parse::<f64>().ok())
+        })
+        .sum()
 }
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -41,6 +83,7 @@ fn payload(run: usize, i: usize) -> Vec<u8> {
 
 async fn one_run(q: &Queue, n: usize, batch: usize, conc: usize, run: usize) -> Run {
     let commits_before = commits(q);
+    let (cpu_before, server_before) = (process_cpu(), server_cpu(q).await);
     let start = Instant::now();
     let per_task = n / conc;
     let mut tasks = Vec::new();
@@ -96,6 +139,8 @@ async fn one_run(q: &Queue, n: usize, batch: usize, conc: usize, run: usize) -> 
         append_s,
         ack_s,
         syncs: commits(q) - commits_before,
+        cpu_s: process_cpu() - cpu_before,
+        server_cpu_s: server_cpu(q).await - server_before,
     }
 }
 
@@ -121,6 +166,8 @@ async fn bench(name: &str, q: &Queue, n: usize, batch: usize, conc: usize, runs:
     let mut appends = Vec::new();
     let mut acks = Vec::new();
     let mut syncs = Vec::new();
+    let mut cpu = Vec::new();
+    let mut server = Vec::new();
     for r in 0..runs {
         let run = one_run(q, n, batch, conc, r).await;
         let total = (n / conc * conc) as f64;
@@ -128,6 +175,8 @@ async fn bench(name: &str, q: &Queue, n: usize, batch: usize, conc: usize, runs:
         appends.push(total / run.append_s);
         acks.push(total / run.ack_s);
         syncs.push(run.syncs as f64);
+        cpu.push(run.cpu_s * 1e6 / total);
+        server.push(run.server_cpu_s * 1e6 / total);
     }
     let sync_col = if matches!(q, Queue::Embedded(_)) {
         let s = median(syncs);
@@ -135,17 +184,23 @@ async fn bench(name: &str, q: &Queue, n: usize, batch: usize, conc: usize, runs:
     } else {
         format!("{:>8} {:>10}", "-", "-")
     };
+    let server_col = if matches!(q, Queue::Redis(_)) {
+        format!("{:>14.1}", median(server))
+    } else {
+        format!("{:>14}", "-")
+    };
     println!(
-        "{name:<9} {batch:>6} {conc:>5} {n:>7} {:>14.0} {:>12.0} {:>12.0} {sync_col}",
+        "{name:<9} {batch:>6} {conc:>5} {n:>7} {:>14.0} {:>12.0} {:>12.0} {sync_col} {:>11.1} {server_col}",
         median(rates),
         median(appends),
         median(acks),
+        median(cpu),
     );
 }
 
 fn header() {
     println!(
-        "{:<9} {:>6} {:>5} {:>7} {:>14} {:>12} {:>12} {:>8} {:>10}",
+        "{:<9} {:>6} {:>5} {:>7} {:>14} {:>12} {:>12} {:>8} {:>10} {:>11} {:>14}",
         "backend",
         "batch",
         "tasks",
@@ -154,7 +209,9 @@ fn header() {
         "append/s",
         "ack/s",
         "syncs",
-        "msgs/sync"
+        "msgs/sync",
+        "cpu µs/msg",
+        "server µs/msg"
     );
 }
 
@@ -179,7 +236,9 @@ fn main() {
             .collect();
         header();
         let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
-        for &(batch, conc) in &configs {
+        let backends = std::env::var("QUEUE_BENCH_BACKENDS").unwrap_or_default();
+        let wanted = |b: &str| backends.is_empty() || backends.split(',').any(|x| x == b);
+        for &(batch, conc) in configs.iter().filter(|_| wanted("embedded")) {
             // Fewer messages for the one-sync-per-message case: it is slow by design.
             let n = if batch * conc < 16 { n.min(2_000) } else { n };
             let dir = tempfile::tempdir_in(&target).unwrap();
@@ -190,7 +249,7 @@ fn main() {
             }
         }
         match std::env::var("SEARCHWIRE_TEST_REDIS") {
-            Ok(url) if !url.is_empty() => {
+            Ok(url) if !url.is_empty() && wanted("redis") => {
                 for &(batch, conc) in &configs {
                     let mut c = RedisConfig::new(url.clone());
                     c.stream = format!("bench-{}-{batch}-{conc}", std::process::id());

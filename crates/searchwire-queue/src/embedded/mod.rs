@@ -159,6 +159,7 @@ impl EmbeddedQueue {
         {
             // Create every table so readers never meet a missing one.
             let txn = db.begin_write().map_err(storage)?;
+            tables::prepare(&txn, &path)?;
             Tables::open(&txn)?.close()?;
             txn.commit().map_err(storage)?;
         }
@@ -329,7 +330,7 @@ impl EmbeddedQueue {
         self.read(move |txn| {
             let messages = txn.open_table(tables::MESSAGES).map_err(storage)?;
             let schedule = txn.open_table(tables::SCHEDULE).map_err(storage)?;
-            let leases = txn.open_table(tables::LEASES).map_err(storage)?;
+            let leased = txn.open_table(tables::LEASED).map_err(storage)?;
             let dead = txn.open_table(tables::DEAD).map_err(storage)?;
             let oldest = match messages.first().map_err(storage)? {
                 Some((_, v)) => Some(record::decode(v.value())?.enqueued_at),
@@ -338,7 +339,7 @@ impl EmbeddedQueue {
             Ok(Stats {
                 backlog: tables::len(&messages)?,
                 due: tables::count_due(&schedule, now)?,
-                leased: leases.len().map_err(storage)?,
+                leased: leased.len().map_err(storage)?,
                 oldest_age: oldest.map(|t| now.saturating_duration_since(t)),
                 dead_letters: dead.len().map_err(storage)?,
             })

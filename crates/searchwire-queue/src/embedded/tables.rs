@@ -5,15 +5,27 @@
 //! | --- | --- | --- | --- |
 //! | `messages` | id | record | every queued message, leased or not |
 //! | `schedule` | (255 − priority, retry_at, id) | () | messages not leased, in delivery order |
-//! | `leases` | (expires_at, id) | () | leased messages, by lease end |
-//! | `inflight` | id | (lease number, expires_at, consumer) | who holds what |
+//! | `leased` | id | (lease number, expires_at, lease call, consumer) | who holds what |
+//! | `lease_calls` | (expires_at, lease call) | leases of that call not ended yet | lease ends, one row per lease call |
 //! | `hashes` | payload SHA-256 | id | de-duplication while queued |
 //! | `dead` | id | dead-letter record | dead letters |
-//! | `meta` | name | u64 | next id, next lease number |
+//! | `meta` | name | u64 | format version, next id, next lease number |
+//!
+//! A lease call is named by its first lease number; every lease it hands out ends at the
+//! same time, so one `lease_calls` row per call (counting down as its leases end) is what
+//! tells the next lease call whether anything expired — instead of a per-message
+//! `(expires_at, id)` row written on lease and deleted on ack (format 1). When a row with
+//! leases left expires (its holder died or hung), the expiry scans `leased` for every lease
+//! ended by then: O(leases in flight), paid only when leases actually expire.
+//!
+//! Format history: 1 had `leases` ((expires_at, id) → ()) and `inflight` (id → (lease
+//! number, expires_at, consumer)); [`prepare`] migrates it to 2 in place on open.
 
 use std::time::Duration;
 
-use redb::{ReadableTable, ReadableTableMetadata, Table, TableDefinition, WriteTransaction};
+use redb::{
+    ReadableTable, ReadableTableMetadata, Table, TableDefinition, TableHandle, WriteTransaction,
+};
 
 use crate::clock::Timestamp;
 use crate::error::Result;
@@ -25,15 +37,89 @@ use crate::record;
 
 pub(super) const MESSAGES: TableDefinition<u64, &[u8]> = TableDefinition::new("messages");
 pub(super) const SCHEDULE: TableDefinition<(u8, u64, u64), ()> = TableDefinition::new("schedule");
-pub(super) const LEASES: TableDefinition<(u64, u64), ()> = TableDefinition::new("leases");
-pub(super) const INFLIGHT: TableDefinition<u64, (u64, u64, &str)> =
-    TableDefinition::new("inflight");
+pub(super) const LEASED: TableDefinition<u64, (u64, u64, u64, &str)> =
+    TableDefinition::new("leased");
+pub(super) const LEASE_CALLS: TableDefinition<(u64, u64), u64> =
+    TableDefinition::new("lease_calls");
 pub(super) const HASHES: TableDefinition<&[u8], u64> = TableDefinition::new("hashes");
 pub(super) const DEAD: TableDefinition<u64, &[u8]> = TableDefinition::new("dead");
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
 const NEXT_ID: &str = "next_id";
 const NEXT_LEASE: &str = "next_lease";
+const FORMAT: &str = "format";
+
+/// The on-disk format this code writes (see the module's format history).
+pub(super) const FORMAT_VERSION: u64 = 2;
+
+/// Format 1's lease tables, read only to migrate them.
+const V1_LEASES: TableDefinition<(u64, u64), ()> = TableDefinition::new("leases");
+const V1_INFLIGHT: TableDefinition<u64, (u64, u64, &str)> = TableDefinition::new("inflight");
+
+/// Brings a database to [`FORMAT_VERSION`] inside `txn`: a new one is stamped, a format-1
+/// one is migrated (its leases keep their numbers, holders and ends), a newer one is
+/// refused. Call before [`Tables::open`].
+pub(super) fn prepare(txn: &WriteTransaction, path: &std::path::Path) -> Result<()> {
+    let mut meta = txn.open_table(META).map_err(super::storage)?;
+    let format = meta.get(FORMAT).map_err(super::storage)?.map(|v| v.value());
+    let has_v1 = txn
+        .list_tables()
+        .map_err(super::storage)?
+        .any(|t| t.name() == V1_INFLIGHT.name());
+    match format {
+        Some(FORMAT_VERSION) => return Ok(()),
+        Some(f) if f > FORMAT_VERSION => {
+            return Err(crate::Error::new(
+                crate::ErrorKind::Storage,
+                format!(
+                    "the queue {} has on-disk format {f}, written by a newer searchwire; this                      one reads formats 1 to {FORMAT_VERSION} (upgrade searchwire, or drain the                      queue with the version that wrote it)",
+                    path.display()
+                ),
+            ))
+        }
+        Some(f) if f != 1 => {
+            return Err(crate::Error::corrupt(format!(
+                "the queue {} has an unknown on-disk format {f}",
+                path.display()
+            )))
+        }
+        _ => {}
+    }
+    if has_v1 {
+        let old: Vec<(u64, (u64, u64, String))> = {
+            let t = txn.open_table(V1_INFLIGHT).map_err(super::storage)?;
+            let rows = t.iter().map_err(super::storage)?;
+            rows.map(|r| {
+                r.map(|(k, v)| {
+                    let (n, e, c) = v.value();
+                    (k.value(), (n, e, c.to_owned()))
+                })
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map_err(super::storage)?
+        };
+        let mut leased = txn.open_table(LEASED).map_err(super::storage)?;
+        let mut calls = txn.open_table(LEASE_CALLS).map_err(super::storage)?;
+        for (id, (n, expires, consumer)) in &old {
+            // Each old lease becomes a call of its own: same number, end and holder.
+            leased
+                .insert(id, (*n, *expires, *n, consumer.as_str()))
+                .map_err(super::storage)?;
+            calls.insert((*expires, *n), 1).map_err(super::storage)?;
+        }
+        drop((leased, calls));
+        txn.delete_table(V1_INFLIGHT).map_err(super::storage)?;
+        txn.delete_table(V1_LEASES).map_err(super::storage)?;
+        tracing::info!(
+            queue = %path.display(),
+            leases = old.len(),
+            "migrated the embedded queue from on-disk format 1 to {FORMAT_VERSION}"
+        );
+    }
+    meta.insert(FORMAT, FORMAT_VERSION)
+        .map_err(super::storage)?;
+    Ok(())
+}
 
 /// The delivery-order key: priority descending, then retry_at, then arrival.
 pub(super) fn schedule_key(m: &Message) -> (u8, u64, u64) {
@@ -44,13 +130,16 @@ pub(super) fn schedule_key(m: &Message) -> (u8, u64, u64) {
 pub(super) struct Tables<'t> {
     messages: Table<'t, u64, &'static [u8]>,
     schedule: Table<'t, (u8, u64, u64), ()>,
-    leases: Table<'t, (u64, u64), ()>,
-    inflight: Table<'t, u64, (u64, u64, &'static str)>,
+    leased: Table<'t, u64, (u64, u64, u64, &'static str)>,
+    lease_calls: Table<'t, (u64, u64), u64>,
     hashes: Table<'t, &'static [u8], u64>,
     dead: Table<'t, u64, &'static [u8]>,
     meta: Table<'t, &'static str, u64>,
     next_id: u64,
     next_lease: u64,
+    /// Leases ended in this transaction, per `lease_calls` row: applied by
+    /// [`Tables::settle`] (one update per call, not one per message).
+    ended: std::collections::BTreeMap<(u64, u64), u64>,
 }
 
 impl<'t> Tables<'t> {
@@ -67,18 +156,20 @@ impl<'t> Tables<'t> {
         Ok(Tables {
             messages: txn.open_table(MESSAGES).map_err(super::storage)?,
             schedule: txn.open_table(SCHEDULE).map_err(super::storage)?,
-            leases: txn.open_table(LEASES).map_err(super::storage)?,
-            inflight: txn.open_table(INFLIGHT).map_err(super::storage)?,
+            leased: txn.open_table(LEASED).map_err(super::storage)?,
+            lease_calls: txn.open_table(LEASE_CALLS).map_err(super::storage)?,
             hashes: txn.open_table(HASHES).map_err(super::storage)?,
             dead: txn.open_table(DEAD).map_err(super::storage)?,
             meta,
             next_id,
             next_lease,
+            ended: std::collections::BTreeMap::new(),
         })
     }
 
     /// Writes the counters back; call before committing.
     pub(super) fn close(mut self) -> Result<()> {
+        self.settle()?;
         self.meta
             .insert(NEXT_ID, self.next_id)
             .map_err(super::storage)?;
@@ -110,18 +201,43 @@ impl<'t> Tables<'t> {
         Ok(())
     }
 
-    /// Ends a lease's bookkeeping; returns its lease number, if it was leased.
+    /// Ends a lease's bookkeeping; returns its lease number, if it was leased. Its lease
+    /// call's count goes down in [`Tables::settle`].
     fn end_lease(&mut self, id: u64) -> Result<Option<u64>> {
-        let Some((lease_no, expires)) =
-            self.inflight.remove(id).map_err(super::storage)?.map(|v| {
-                let (n, e, _) = v.value();
-                (n, e)
+        let Some((lease_no, expires, call)) =
+            self.leased.remove(id).map_err(super::storage)?.map(|v| {
+                let (n, e, c, _) = v.value();
+                (n, e, c)
             })
         else {
             return Ok(None);
         };
-        self.leases.remove((expires, id)).map_err(super::storage)?;
+        *self.ended.entry((expires, call)).or_insert(0) += 1;
         Ok(Some(lease_no))
+    }
+
+    /// Counts the leases ended so far down in their `lease_calls` rows; a row whose leases
+    /// have all ended goes.
+    fn settle(&mut self) -> Result<()> {
+        for (key, n) in std::mem::take(&mut self.ended) {
+            let left = self
+                .lease_calls
+                .get(key)
+                .map_err(super::storage)?
+                .map(|v| v.value());
+            match left {
+                Some(left) if left > n => {
+                    self.lease_calls
+                        .insert(key, left - n)
+                        .map_err(super::storage)?;
+                }
+                Some(_) => {
+                    self.lease_calls.remove(key).map_err(super::storage)?;
+                }
+                None => {}
+            }
+        }
+        Ok(())
     }
 
     /// Removes every trace of a queued message; returns `read(record)` if it was queued.
@@ -179,11 +295,21 @@ impl<'t> Tables<'t> {
         let mut out = Vec::with_capacity(batch.len());
         for n in batch {
             let hash = PayloadHash::of(&n.payload);
-            if let Some(id) = self.queued_hash(&hash)? {
-                out.push(Appended::Duplicate(MessageId(id)));
+            let id = MessageId(self.next_id);
+            // One descent for the de-duplication check and the insert: a queued copy's id
+            // comes back, and is put back (duplicates are the rare case).
+            let queued = self
+                .hashes
+                .insert(hash.0.as_slice(), id.0)
+                .map_err(super::storage)?
+                .map(|v| v.value());
+            if let Some(other) = queued {
+                self.hashes
+                    .insert(hash.0.as_slice(), other)
+                    .map_err(super::storage)?;
+                out.push(Appended::Duplicate(MessageId(other)));
                 continue;
             }
-            let id = MessageId(self.next_id);
             self.next_id += 1;
             let key = (
                 u8::MAX - n.priority,
@@ -194,9 +320,6 @@ impl<'t> Tables<'t> {
                 .insert(id.0, record::encode_new(n, id, &hash, now).as_slice())
                 .map_err(super::storage)?;
             self.schedule.insert(key, ()).map_err(super::storage)?;
-            self.hashes
-                .insert(hash.0.as_slice(), id.0)
-                .map_err(super::storage)?;
             out.push(Appended::New(id));
         }
         Ok(out)
@@ -210,18 +333,10 @@ impl<'t> Tables<'t> {
         lease_timeout: Duration,
         consumer: &str,
     ) -> Result<Vec<Lease>> {
-        let expired: Vec<u64> = self
-            .leases
-            .range(..=(now.as_millis(), u64::MAX))
-            .map_err(super::storage)?
-            .map(|r| r.map(|(k, _)| k.value().1))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(super::storage)?;
-        for id in expired {
-            self.expire(id, now)?;
-        }
+        self.expire_all(now)?;
         let due = due_keys(&self.schedule, now, max)?;
         let expires_at = now.saturating_add(lease_timeout);
+        let call = self.next_lease;
         let mut out = Vec::with_capacity(due.len());
         for key in due {
             self.schedule.remove(key).map_err(super::storage)?;
@@ -233,11 +348,8 @@ impl<'t> Tables<'t> {
             };
             let token = LeaseToken(self.next_lease);
             self.next_lease += 1;
-            self.leases
-                .insert((expires_at.as_millis(), key.2), ())
-                .map_err(super::storage)?;
-            self.inflight
-                .insert(key.2, (token.0, expires_at.as_millis(), consumer))
+            self.leased
+                .insert(key.2, (token.0, expires_at.as_millis(), call, consumer))
                 .map_err(super::storage)?;
             out.push(Lease {
                 message,
@@ -245,7 +357,48 @@ impl<'t> Tables<'t> {
                 expires_at,
             });
         }
+        if !out.is_empty() {
+            self.lease_calls
+                .insert((expires_at.as_millis(), call), out.len() as u64)
+                .map_err(super::storage)?;
+        }
         Ok(out)
+    }
+
+    /// Expires every lease that ended by `now`. Cheap when nothing expired (one range read
+    /// of `lease_calls`); otherwise one scan of `leased`.
+    fn expire_all(&mut self, now: Timestamp) -> Result<()> {
+        self.settle()?;
+        let ended = ..=(now.as_millis(), u64::MAX);
+        if self
+            .lease_calls
+            .range(ended)
+            .map_err(super::storage)?
+            .next()
+            .is_none()
+        {
+            return Ok(());
+        }
+        let expired: Vec<u64> = self
+            .leased
+            .iter()
+            .map_err(super::storage)?
+            .filter_map(|r| match r {
+                Ok((k, v)) if v.value().1 <= now.as_millis() => Some(Ok(k.value())),
+                Ok(_) => None,
+                Err(e) => Some(Err(e)),
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map_err(super::storage)?;
+        for id in expired {
+            self.expire(id, now)?;
+        }
+        self.settle()?;
+        // Every lease of these calls has ended now.
+        self.lease_calls
+            .retain_in(ended, |_, _| false)
+            .map_err(super::storage)?;
+        Ok(())
     }
 
     /// A lease that ran out without an ack, reschedule or dead-letter counts as a failed
@@ -280,7 +433,7 @@ impl<'t> Tables<'t> {
 
     fn lease_is_current(&self, id: MessageId, token: LeaseToken) -> Result<bool> {
         Ok(self
-            .inflight
+            .leased
             .get(id.0)
             .map_err(super::storage)?
             .is_some_and(|v| v.value().0 == token.0))
@@ -343,11 +496,11 @@ impl<'t> Tables<'t> {
 
     pub(super) fn release(&mut self, consumer: &str) -> Result<u64> {
         let mine: Vec<u64> = self
-            .inflight
+            .leased
             .iter()
             .map_err(super::storage)?
             .filter_map(|r| match r {
-                Ok((k, v)) if v.value().2 == consumer => Some(Ok(k.value())),
+                Ok((k, v)) if v.value().3 == consumer => Some(Ok(k.value())),
                 Ok(_) => None,
                 Err(e) => Some(Err(e)),
             })
@@ -460,4 +613,187 @@ where
 /// Counts of a table.
 pub(super) fn len<T: ReadableTableMetadata>(t: &T) -> Result<u64> {
     t.len().map_err(super::storage)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{EmbeddedConfig, EmbeddedQueue, ManualClock, QueueOptions};
+
+    const T0: u64 = 1_700_000_000_000;
+
+    fn message(id: u64, payload: &str) -> Message {
+        Message {
+            id: MessageId(id),
+            payload: payload.as_bytes().to_vec(),
+            priority: 0,
+            retry_at: Timestamp::from_millis(T0),
+            attempts: 0,
+            max_retries: 5,
+            payload_hash: PayloadHash::of(payload.as_bytes()),
+            enqueued_at: Timestamp::from_millis(T0),
+            index: None,
+            last_error: None,
+            pending_shutdown: false,
+        }
+    }
+
+    fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> crate::Result<EmbeddedQueue> {
+        let mut c = EmbeddedConfig::new(dir);
+        c.options = QueueOptions::default()
+            .clock(Arc::clone(clock) as Arc<dyn crate::Clock>)
+            .consumer("new");
+        EmbeddedQueue::open(c)
+    }
+
+    /// Writes what format 1 left: message 1 queued, message 2 leased (lease 7, ends at
+    /// T0 + 1 s) by a consumer that is gone.
+    fn write_format_1(path: &std::path::Path) {
+        let db = redb::Database::create(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        {
+            let mut messages = txn.open_table(MESSAGES).unwrap();
+            let mut schedule = txn.open_table(SCHEDULE).unwrap();
+            let mut hashes = txn.open_table(HASHES).unwrap();
+            let mut leases = txn.open_table(V1_LEASES).unwrap();
+            let mut inflight = txn.open_table(V1_INFLIGHT).unwrap();
+            let mut meta = txn.open_table(META).unwrap();
+            txn.open_table(DEAD).unwrap();
+            for m in [message(1, "queued"), message(2, "leased")] {
+                messages
+                    .insert(m.id.0, record::encode(&m).as_slice())
+                    .unwrap();
+                hashes.insert(m.payload_hash.0.as_slice(), m.id.0).unwrap();
+            }
+            schedule
+                .insert(schedule_key(&message(1, "queued")), ())
+                .unwrap();
+            leases.insert((T0 + 1000, 2), ()).unwrap();
+            inflight.insert(2, (7, T0 + 1000, "old-consumer")).unwrap();
+            meta.insert(NEXT_ID, 3).unwrap();
+            meta.insert(NEXT_LEASE, 8).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_format_1_queue_is_migrated_and_its_leases_still_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        write_format_1(&dir.path().join(super::super::DB_FILE));
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(T0)));
+        let q = open(dir.path(), &clock).unwrap();
+        let s = q.stats().await.unwrap();
+        assert_eq!((s.backlog, s.leased), (2, 1));
+        // The queued one is leased; the old lease still holds message 2.
+        let l = q.lease(10).await.unwrap();
+        assert_eq!(l.iter().map(|l| l.id().0).collect::<Vec<_>>(), [1]);
+        assert!(
+            l[0].token.0 >= 8,
+            "lease numbers continue: {:?}",
+            l[0].token
+        );
+        q.ack(&[l[0].id()]).await.unwrap();
+        // At its old end the old lease expires: an attempt counted, leased again.
+        clock.set(Timestamp::from_millis(T0 + 1000));
+        let l = q.lease(10).await.unwrap();
+        assert_eq!(l.len(), 1);
+        assert_eq!(l[0].id().0, 2);
+        assert_eq!(l[0].message.attempts, 1);
+        assert_eq!(
+            l[0].message.last_error.as_deref(),
+            Some(crate::LEASE_EXPIRED)
+        );
+        q.close().await.unwrap();
+        // The file is format 2 now, without the old tables, and opens again as it is.
+        {
+            let db = redb::Database::open(dir.path().join(super::super::DB_FILE)).unwrap();
+            let txn = db.begin_read().unwrap();
+            let names: Vec<String> = txn
+                .list_tables()
+                .unwrap()
+                .map(|t| t.name().to_owned())
+                .collect();
+            assert!(
+                !names.iter().any(|n| n == "inflight" || n == "leases"),
+                "{names:?}"
+            );
+            let meta = txn.open_table(META).unwrap();
+            assert_eq!(meta.get(FORMAT).unwrap().unwrap().value(), FORMAT_VERSION);
+        }
+        let q = open(dir.path(), &clock).unwrap();
+        assert_eq!(q.stats().await.unwrap().leased, 1);
+        q.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_newer_format_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(T0)));
+        open(dir.path(), &clock).unwrap().close().await.unwrap();
+        {
+            let db = redb::Database::open(dir.path().join(super::super::DB_FILE)).unwrap();
+            let txn = db.begin_write().unwrap();
+            txn.open_table(META)
+                .unwrap()
+                .insert(FORMAT, FORMAT_VERSION + 1)
+                .unwrap();
+            txn.commit().unwrap();
+        }
+        let e = open(dir.path(), &clock).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("format 3") && text.contains("newer searchwire"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn lease_call_rows_go_once_their_leases_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(T0)));
+        let q = open(dir.path(), &clock).unwrap();
+        let batch = (0..10)
+            .map(|i| crate::NewMessage::new(format!("m{i}")))
+            .collect();
+        q.append(batch).await.unwrap();
+        let a = q.lease(4).await.unwrap();
+        let b = q.lease(6).await.unwrap();
+        let rows = |q: &EmbeddedQueue| {
+            let q = q.clone();
+            async move {
+                q.read(|txn| {
+                    txn.open_table(LEASE_CALLS)
+                        .map_err(super::super::storage)?
+                        .len()
+                        .map_err(super::super::storage)
+                })
+                .await
+                .unwrap()
+            }
+        };
+        assert_eq!(rows(&q).await, 2, "one row per lease call");
+        let ids: Vec<MessageId> = a.iter().map(|l| l.id()).collect();
+        q.ack(&ids[..3]).await.unwrap();
+        assert_eq!(
+            rows(&q).await,
+            2,
+            "one lease of the first call is still out"
+        );
+        q.reschedule(&a[3], Timestamp::from_millis(T0 + 10), "x")
+            .await
+            .unwrap();
+        assert_eq!(rows(&q).await, 1, "every lease of the first call ended");
+        // The second call's leases expire: all six come back, and its row goes.
+        clock.advance(crate::DEFAULT_LEASE_TIMEOUT + Duration::from_millis(1));
+        let again = q.lease(100).await.unwrap();
+        assert_eq!(again.len(), 7, "six expired and one rescheduled");
+        assert!(b.iter().all(|l| again.iter().any(|x| x.id() == l.id())));
+        assert_eq!(rows(&q).await, 1, "only the new call's row");
+        q.close().await.unwrap();
+    }
 }

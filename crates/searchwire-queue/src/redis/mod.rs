@@ -7,7 +7,7 @@
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `S` | stream, consumer group (default [`DEFAULT_GROUP`]) | one entry per **lease**: the in-flight log; each consumer's pending-entries list is what it holds |
+//! | `S` | stream, consumer group (default [`DEFAULT_GROUP`]) | one entry per **lease call** (field `n`: its number of leases): the in-flight log; each consumer's pending-entries list is what it holds |
 //! | `S:delayed` | sorted set, score `retry_at` | messages not due yet |
 //! | `S:ready` | sorted set, all scores 0, ordered by member | due messages; the member `PPPRRRRRRRRRRRRRRRRIIIIIIIIIIIIIIIIIIII` (255 − priority, retry_at, id, zero-padded) sorts in delivery order |
 //! | `S:msg` | hash id → record | every queued message (leased or not) |
@@ -15,6 +15,7 @@
 //! | `S:hashes` | hash SHA-256 → id | de-duplication while queued |
 //! | `S:leases` | sorted set, score lease end | leased messages |
 //! | `S:inflight` | hash id → "entry lease-number consumer" | who holds what |
+//! | `S:entries` | hash stream entry → leases of it not ended yet | when an entry may be acknowledged and deleted |
 //! | `S:dead`, `S:dead-ids` | hash id → dead-letter record, sorted set of ids | dead letters |
 //! | `S:arrival` | sorted set, score id | queued ids in arrival order (oldest, listing) |
 //! | `S:seq`, `S:lease-seq` | counters | message ids, lease numbers |
@@ -26,11 +27,15 @@
 //! message before a priority-0 one added earlier. So scheduling lives in two sorted sets
 //! (`delayed` by time, `ready` in delivery order) and the stream carries exactly what is
 //! leased: a lease is one Lua script that moves due messages from `delayed` to `ready`,
-//! takes the first `max` of `ready`, XADDs one entry per message and XREADGROUPs them into
-//! the consumer's pending list. Ack, reschedule and dead-lettering XACK the entry and then
-//! XDEL it, so only acknowledged entries are ever trimmed and the stream stays as long as
-//! the number of messages in flight. `XPENDING es-retry-stream searchwire` shows each
-//! consumer's leases and their idle time.
+//! takes the first `max` of `ready`, XADDs one entry for the whole call and XREADGROUPs it
+//! into the consumer's pending list. Ack, reschedule and dead-lettering count the entry's
+//! leases down (`S:entries`); when the last one ends, the entry is XACKed and then XDELed,
+//! so only acknowledged entries are ever trimmed and the stream stays as long as the number
+//! of lease calls in flight. `XPENDING es-retry-stream searchwire` shows each consumer's
+//! lease calls and their idle time. (Before, each message had its own entry: an XADD, an
+//! XREADGROUP delivery — propagated to the AOF as one XCLAIM each —, an XACK and an XDEL per
+//! message. Such entries, left by an older version, are handled: an entry without a count
+//! goes at its first lease's end.)
 //!
 //! Nothing is delivered early: a message enters `ready` only when a lease script runs at a
 //! `now` at or after its `retry_at`.
@@ -167,6 +172,7 @@ impl Keys {
                 k("dead-ids"),
                 k("arrival"),
                 k("lease-seq"),
+                k("entries"),
             ],
         }
     }

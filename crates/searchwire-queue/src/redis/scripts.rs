@@ -6,6 +6,7 @@
 const COMMON: &str = r#"
 local S, DELAYED, READY, MSG, META, HASHES, LEASES, INFLIGHT, DEADMSG, DEADIDS, ARRIVAL, LEASESEQ =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11], KEYS[12]
+local ENTRIES = KEYS[13]
 local GROUP = ARGV[1]
 local function split(s)
   local t = {}
@@ -13,14 +14,23 @@ local function split(s)
   return t
 end
 local function id_of(skey) return string.match(string.sub(skey, 20), '^0*(%d+)$') end
--- Ends a lease: acknowledges its stream entry, then deletes it (only acknowledged entries
--- are ever removed from the stream).
+-- `n` leases of a stream entry (one entry per lease call) ended: once none is left, the
+-- entry is acknowledged, then deleted (only acknowledged entries are ever removed from the
+-- stream). An entry without a count (written before entries were per call: one per
+-- message) goes at its first end.
+local function entry_done(entry, n)
+  if redis.call('HINCRBY', ENTRIES, entry, -n) <= 0 then
+    redis.call('XACK', S, GROUP, entry)
+    redis.call('XDEL', S, entry)
+    redis.call('HDEL', ENTRIES, entry)
+  end
+end
+-- Ends a lease.
 local function end_lease(id)
   local inf = redis.call('HGET', INFLIGHT, id)
   if not inf then return nil end
   local f = split(inf)
-  redis.call('XACK', S, GROUP, f[1])
-  redis.call('XDEL', S, f[1])
+  entry_done(f[1], 1)
   redis.call('HDEL', INFLIGHT, id)
   redis.call('ZREM', LEASES, id)
   return f
@@ -127,8 +137,9 @@ return out
 /// `dead_at`), the expired-lease error ([`crate::LEASE_EXPIRED`]). Moves due delayed
 /// messages to the ready set; an expired lease counts an attempt and goes back to the ready
 /// set, or to the dead letters once its attempts are exhausted (as the embedded backend
-/// does). Then leases the first `max` of the ready set: XADD one entry each and XREADGROUP
-/// them into this consumer's pending list. Returns lease number, record pairs.
+/// does). Then leases the first `max` of the ready set: XADD **one** entry for the call
+/// (field `n`: how many leases it carries, counted down in `S:entries` as they end) and
+/// XREADGROUP it into this consumer's pending list. Returns lease number, record pairs.
 const LEASE: &str = r#"
 local now, max, consumer, expires = tonumber(ARGV[2]), tonumber(ARGV[3]), ARGV[4], ARGV[5]
 local dead_at, expired_error = ARGV[6], ARGV[7]
@@ -164,19 +175,19 @@ if max <= 0 then return {} end
 local keys = redis.call('ZRANGE', READY, 0, max - 1)
 if #keys == 0 then return {} end
 redis.call('ZREM', READY, unpack(keys))
-local ids, entries = {}, {}
-for i, skey in ipairs(keys) do
-  ids[i] = id_of(skey)
-  entries[i] = redis.call('XADD', S, '*', 'id', ids[i])
-end
-redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', #keys, 'STREAMS', S, '>')
+local ids = {}
+for i, skey in ipairs(keys) do ids[i] = id_of(skey) end
+local entry = redis.call('XADD', S, '*', 'n', #ids)
+redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', 1, 'STREAMS', S, '>')
+redis.call('HSET', ENTRIES, entry, #ids)
 local first = redis.call('INCRBY', LEASESEQ, #ids) - #ids
 local recs = redis.call('HMGET', MSG, unpack(ids))
 local inflight, leases, out = {}, {}, {}
+local tail = ' ' .. consumer
 for i, id in ipairs(ids) do
   local n = first + i
   inflight[#inflight + 1] = id
-  inflight[#inflight + 1] = entries[i] .. ' ' .. n .. ' ' .. consumer
+  inflight[#inflight + 1] = entry .. ' ' .. n .. tail
   leases[#leases + 1] = expires
   leases[#leases + 1] = id
   out[#out + 1] = n
@@ -188,8 +199,8 @@ return out
 "#;
 
 /// ARGV: group, ids... Returns how many were queued. What `remove` does per message, done
-/// with one command per structure for all of them (one XACK and one XDEL for every stream
-/// entry), which is what makes acks cheap in Redis.
+/// with one command per structure for all of them (and one count-down per stream entry,
+/// usually one: the lease call's), which is what makes acks cheap in Redis.
 const ACK: &str = r#"
 local ids, seen = {}, {}
 for i = 2, #ARGV do
@@ -205,7 +216,8 @@ for i, id in ipairs(ids) do
     present[#present + 1] = id
     hashes[#hashes + 1] = f[1]
     if infs[i] then
-      entries[#entries + 1] = split(infs[i])[1]
+      local e = string.match(infs[i], '^%S+')
+      entries[e] = (entries[e] or 0) + 1
       leased[#leased + 1] = id
     else
       waiting[#waiting + 1] = f[2]
@@ -219,9 +231,8 @@ for i, id in ipairs(present) do
   if owners[i] == id then owned[#owned + 1] = hashes[i] end
 end
 if #owned > 0 then redis.call('HDEL', HASHES, unpack(owned)) end
-if #entries > 0 then
-  redis.call('XACK', S, GROUP, unpack(entries))
-  redis.call('XDEL', S, unpack(entries))
+if #leased > 0 then
+  for e, n in pairs(entries) do entry_done(e, n) end
   redis.call('HDEL', INFLIGHT, unpack(leased))
   redis.call('ZREM', LEASES, unpack(leased))
 end
