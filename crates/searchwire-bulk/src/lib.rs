@@ -89,13 +89,17 @@ pub fn __bench_batch(actions: Vec<Action>, response: &[u8]) -> Result<(usize, us
     let mut lines = Vec::with_capacity(actions.len());
     let mut bytes = 0;
     for mut action in actions {
-        let (l, _) = action.prepare(IdScheme::UuidV7)?;
-        bytes += l.len();
-        lines.push(l);
+        let (head, _) = action.prepare(IdScheme::UuidV7)?;
+        bytes += head.len() + action.source_line().map_or(0, |s| s.len() + 1);
+        lines.push((head, action));
     }
     let mut body = bytes::BytesMut::with_capacity(bytes);
-    for l in &lines {
-        body.extend_from_slice(l);
+    for (head, action) in &lines {
+        body.extend_from_slice(head);
+        if let Some(src) = action.source_line() {
+            body.extend_from_slice(src);
+            body.extend_from_slice(b"\n");
+        }
     }
     let parsed = BulkResponse::parse(response)?;
     Ok((body.len(), parsed.items.len()))
