@@ -118,7 +118,7 @@ impl Item {
         body.extend_from_slice(&self.head);
         if let Some(src) = self.action.source_line() {
             body.extend_from_slice(src);
-            body.extend_from_slice(b"\n");
+            bytes::BufMut::put_u8(body, b'\n');
         }
     }
 
