@@ -3,6 +3,8 @@
 # v4.8.1's opensearchutil.BulkIndexer (benchmarks/go/cmd/bulkpeer), on the same documents and
 # the same instant-answering bulk server (benchmarks/go/cmd/bulkserver), so only client cost is
 # compared. Both clients are measured from the outside with GNU time (user+system CPU, peak RSS).
+# The server honours `filter_path` as OpenSearch does: searchwire asks for a small response,
+# opensearch-go's BulkIndexer cannot and gets the full one (docs/benchmarks.md, issue 11).
 #
 #   benchmarks/bulk.sh              # 200 B and 2 KB documents, 3 rounds each, a table
 #   benchmarks/bulk.sh memory [GB]  # peak RSS of `ingest -` fed GB (default 3) on the fly

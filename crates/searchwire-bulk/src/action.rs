@@ -240,7 +240,8 @@ impl Action {
     }
 
     /// Checks the action, assigns an id if it has none, puts the source on one line, and
-    /// returns the NDJSON lines (action line and source line) sent for it.
+    /// returns its NDJSON action line; the source line is the action's source as it is (see
+    /// [`Action::source_line`]), not a copy.
     pub(crate) fn prepare(&mut self, ids: IdScheme) -> Result<(Bytes, bool), String> {
         if let Some(e) = self.error.take() {
             return Err(e);
@@ -283,14 +284,19 @@ impl Action {
         Ok((self.encode(), assigned))
     }
 
-    /// The action line and the source line, in one buffer (the only copy of the source the
-    /// indexer makes; `add` then points the action's source into it). The action line is
-    /// written by hand: field names are constants and only the strings need JSON escaping,
-    /// which `serde_json` does only for a string that needs it.
+    /// The source line without its `\n` (`None` for a delete): after `prepare`, the
+    /// request body carries these bytes as they are, after the action line.
+    pub(crate) fn source_line(&self) -> Option<&Bytes> {
+        self.source.as_ref()
+    }
+
+    /// The action line. The source is not copied here: the request body is the only copy
+    /// of it the indexer makes (from the caller's `Bytes`). The action line is written by
+    /// hand: field names are constants and only the strings need JSON escaping, which
+    /// `serde_json` does only for a string that needs it.
     fn encode(&self) -> Bytes {
-        let src_len = self.source.as_ref().map_or(0, |s| s.len() + 1);
         let ids = self.id.as_ref().map_or(0, String::len);
-        let mut out = Vec::with_capacity(48 + self.index.len() + ids + src_len);
+        let mut out = Vec::with_capacity(48 + self.index.len() + ids);
         out.extend_from_slice(b"{\"");
         out.extend_from_slice(self.op.as_str().as_bytes());
         out.extend_from_slice(b"\":{\"_index\":");
@@ -316,10 +322,6 @@ impl Action {
             out.push(b'"');
         }
         out.extend_from_slice(b"}}\n");
-        if let Some(src) = &self.source {
-            out.extend_from_slice(src);
-            out.push(b'\n');
-        }
         Bytes::from(out)
     }
 }
@@ -341,6 +343,17 @@ fn json_str(out: &mut Vec<u8>, s: &str) {
 mod tests {
     use super::*;
 
+    /// What the request body carries for `a`: the action line, then the source line.
+    fn lines_of(a: &mut Action) -> (Vec<u8>, bool) {
+        let (head, assigned) = a.prepare(IdScheme::UuidV7).unwrap();
+        let mut lines = head.to_vec();
+        if let Some(src) = a.source_line() {
+            lines.extend_from_slice(src);
+            lines.push(b'\n');
+        }
+        (lines, assigned)
+    }
+
     #[test]
     fn encodes_action_and_source_lines() {
         let mut a = Action::create("logs")
@@ -349,14 +362,14 @@ mod tests {
             .pipeline("p")
             .version(7, VersionType::External)
             .source(&b"{\"x\":1}"[..]);
-        let (lines, assigned) = a.prepare(IdScheme::UuidV7).unwrap();
+        let (lines, assigned) = lines_of(&mut a);
         assert!(!assigned);
         assert_eq!(
             std::str::from_utf8(&lines).unwrap(),
             "{\"create\":{\"_index\":\"logs\",\"_id\":\"a\\\"1\",\"routing\":\"r\",\"pipeline\":\"p\",\"version\":7,\"version_type\":\"external\"}}\n{\"x\":1}\n"
         );
         let mut d = Action::delete("logs", "9");
-        let (lines, _) = d.prepare(IdScheme::UuidV7).unwrap();
+        let (lines, _) = lines_of(&mut d);
         assert_eq!(
             &lines[..],
             b"{\"delete\":{\"_index\":\"logs\",\"_id\":\"9\"}}\n"
@@ -410,7 +423,7 @@ mod tests {
     #[test]
     fn multi_line_sources_are_put_on_one_line_and_bad_ones_refused() {
         let mut a = Action::index("i").id("1").source("{\n  \"a\": 1\n}");
-        let (lines, _) = a.prepare(IdScheme::UuidV7).unwrap();
+        let (lines, _) = lines_of(&mut a);
         assert!(lines.ends_with(b"\n{\"a\":1}\n"));
         let mut bad = Action::index("i").source("{\n nope");
         assert!(bad

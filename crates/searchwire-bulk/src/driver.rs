@@ -55,8 +55,12 @@ pub(crate) fn key(index: &str, id: &str) -> u64 {
 pub(crate) struct Item {
     seq: u64,
     key: Option<u64>,
-    lines: Bytes,
+    /// The action line (for an [`EncodedAction`](crate::EncodedAction): all its lines).
+    /// The source line is `action`'s source, written into each request body after it.
+    head: Bytes,
     action: Action,
+    /// The source is a copy of its own (see [`Item::own_source`]).
+    owns_source: bool,
     id_assigned: bool,
     /// A request carrying it failed ambiguously: it may have been applied.
     ambiguous: bool,
@@ -82,7 +86,7 @@ impl Item {
     pub(crate) fn new(
         seq: u64,
         key: Option<u64>,
-        lines: Bytes,
+        head: Bytes,
         action: Action,
         id_assigned: bool,
         permits: Permits,
@@ -91,8 +95,9 @@ impl Item {
         Item {
             seq,
             key,
-            lines,
+            head,
             action,
+            owns_source: false,
             id_assigned,
             ambiguous: false,
             retries: [0; 3],
@@ -100,6 +105,36 @@ impl Item {
             added: None,
             tracker,
             _permits: permits,
+        }
+    }
+
+    /// The bytes the item adds to a request body: its action line and source line.
+    fn len(&self) -> usize {
+        self.head.len() + self.action.source_line().map_or(0, |s| s.len() + 1)
+    }
+
+    /// Appends the item's lines to a request body.
+    fn write_to(&self, body: &mut BytesMut) {
+        body.extend_from_slice(&self.head);
+        if let Some(src) = self.action.source_line() {
+            body.extend_from_slice(src);
+            bytes::BufMut::put_u8(body, b'\n');
+        }
+    }
+
+    /// Gives the source an allocation of its own before the item waits (for a retry, or
+    /// behind an earlier action with its id). The caller's source may be a slice of a
+    /// larger buffer (`searchwire ingest` cuts documents out of its read buffer without a
+    /// copy): an item that waits must not keep that whole buffer alive, or memory would
+    /// grow with the number of waiting items times the buffer size instead of staying
+    /// within the pending-bytes bound. Items sent at once (the usual case) are never copied.
+    fn own_source(&mut self) {
+        if self.owns_source {
+            return;
+        }
+        self.owns_source = true;
+        if let Some(src) = &self.action.source {
+            self.action.source = Some(Bytes::copy_from_slice(src));
         }
     }
 }
@@ -245,6 +280,7 @@ impl Driver {
         self.received_upto = item.seq + 1;
         if let Some(k) = item.key {
             if let Some(waiting) = self.keys.get_mut(&k) {
+                item.own_source();
                 waiting.push_back(item);
                 self.publish_watermark();
                 return;
@@ -256,7 +292,7 @@ impl Driver {
     }
 
     fn push_buffer(&mut self, item: Item, front: bool) {
-        self.buffer_bytes += item.lines.len();
+        self.buffer_bytes += item.len();
         self.buffer_since.get_or_insert_with(Instant::now);
         if front {
             self.buffer.push_front(item);
@@ -342,7 +378,7 @@ impl Driver {
             } else if expired(self.buffer.front()) {
                 let it = self.buffer.pop_front();
                 if let Some(i) = &it {
-                    self.buffer_bytes -= i.lines.len();
+                    self.buffer_bytes -= i.len();
                 }
                 if self.buffer.is_empty() {
                     self.buffer_since = None;
@@ -400,14 +436,14 @@ impl Driver {
         let mut bytes = 0usize;
         let fits = |items: &Vec<Item>, bytes: usize, next: &Item, cfg: &Config| {
             items.is_empty()
-                || (items.len() < cfg.batch_actions && bytes + next.lines.len() <= cfg.batch_bytes)
+                || (items.len() < cfg.batch_actions && bytes + next.len() <= cfg.batch_bytes)
         };
         while let Some(next) = self.ready.front() {
             if !fits(&items, bytes, next, &self.cfg) {
                 break;
             }
             if let Some(it) = self.ready.pop_front() {
-                bytes += it.lines.len();
+                bytes += it.len();
                 items.push(it);
             }
         }
@@ -416,8 +452,8 @@ impl Driver {
                 break;
             }
             if let Some(it) = self.buffer.pop_front() {
-                bytes += it.lines.len();
-                self.buffer_bytes -= it.lines.len();
+                bytes += it.len();
+                self.buffer_bytes -= it.len();
                 items.push(it);
             }
         }
@@ -429,7 +465,7 @@ impl Driver {
         }
         let mut body = BytesMut::with_capacity(bytes);
         for it in &mut items {
-            body.extend_from_slice(&it.lines);
+            it.write_to(&mut body);
             it.attempts += 1;
         }
         let body = body.freeze();
@@ -621,6 +657,7 @@ impl Driver {
                 // The retry would start after the item's deadline: give up now.
                 Some(delay) if past_deadline(delay) => late.push((it, reason)),
                 Some(delay) => {
+                    it.own_source();
                     it.retries[class.index()] = n;
                     attempt = attempt.max(n);
                     first_delay.get_or_insert(delay);

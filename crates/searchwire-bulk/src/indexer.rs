@@ -10,7 +10,7 @@ use std::time::Duration;
 use searchwire::Client;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
-use crate::action::{Action, IdScheme, OpType};
+use crate::action::{Action, IdScheme};
 use crate::backoff::RetryPolicy;
 use crate::defaults;
 use crate::driver::{self, Cmd, Item};
@@ -426,13 +426,8 @@ impl BulkIndexer {
         // to track it for same-id ordering.
         let key = (!(id_assigned && self.ids == IdScheme::UuidV7))
             .then(|| driver::key(action.index_name(), action.doc_id().unwrap_or("")));
-        let len = lines.len();
-        // Share the source with the encoded lines instead of keeping two copies.
-        if action.op() != OpType::Delete {
-            let src_len = action.source_bytes().map_or(0, |s| s.len());
-            let end = len.saturating_sub(1);
-            action.source = Some(lines.slice(end.saturating_sub(src_len)..end));
-        }
+        // The action line; the source line is the action's source itself (no copy).
+        let len = lines.len() + action.source_bytes().map_or(0, |s| s.len() + 1);
         self.enqueue(len, |seq| {
             Item::new(seq, key, lines, action, id_assigned, permits, tracker)
         })

@@ -86,16 +86,21 @@ pub use tracked::{EncodedAction, ItemOutcome, ItemTicket, WrittenItem};
 /// parses a bulk response. Returns the body length and the number of items parsed.
 #[doc(hidden)]
 pub fn __bench_batch(actions: Vec<Action>, response: &[u8]) -> Result<(usize, usize), String> {
-    let mut lines = Vec::with_capacity(actions.len());
+    let mut actions = actions;
+    let mut heads = Vec::with_capacity(actions.len());
     let mut bytes = 0;
-    for mut action in actions {
-        let (l, _) = action.prepare(IdScheme::UuidV7)?;
-        bytes += l.len();
-        lines.push(l);
+    for action in &mut actions {
+        let (head, _) = action.prepare(IdScheme::UuidV7)?;
+        bytes += head.len() + action.source_line().map_or(0, |s| s.len() + 1);
+        heads.push(head);
     }
     let mut body = bytes::BytesMut::with_capacity(bytes);
-    for l in &lines {
-        body.extend_from_slice(l);
+    for (head, action) in heads.iter().zip(&actions) {
+        body.extend_from_slice(head);
+        if let Some(src) = action.source_line() {
+            body.extend_from_slice(src);
+            bytes::BufMut::put_u8(&mut body, b'\n');
+        }
     }
     let parsed = BulkResponse::parse(response)?;
     Ok((body.len(), parsed.items.len()))

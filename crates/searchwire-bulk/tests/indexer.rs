@@ -181,6 +181,48 @@ async fn item_429s_are_retried_with_the_reference_delays_then_exhausted() {
     assert!(dead.items().is_empty());
 }
 
+/// A source cut out of a larger buffer (as `searchwire ingest` cuts documents out of its
+/// read buffer) is sent without a copy, but an item that waits for a retry gets a copy of
+/// its own: it must not keep the whole buffer alive while it waits.
+#[tokio::test(start_paused = true)]
+async fn a_waiting_item_does_not_keep_a_large_source_buffer_alive() {
+    let s = setup(1).await;
+    let retry = Collect::default();
+    let ix = indexer(&s.client)
+        .retry_sink(retry.clone())
+        .build()
+        .unwrap();
+    let mut buffer = Vec::new();
+    for i in 0..2 {
+        buffer.extend_from_slice(format!("{{\"n\":{i}}}\n").as_bytes());
+    }
+    buffer.resize(1 << 20, b' ');
+    let buffer = bytes::Bytes::from(buffer);
+    let inside = |src: &bytes::Bytes| {
+        let range = buffer.as_ptr() as usize..buffer.as_ptr() as usize + buffer.len();
+        range.contains(&(src.as_ptr() as usize))
+    };
+    // "a" is accepted at once; "b" is throttled on every attempt until its retries run out.
+    s.bulk.item_faults([BulkFault::Ok, BulkFault::Throttle]);
+    s.bulk.item_faults([BulkFault::Throttle; 5]);
+    for (i, id) in ["a", "b"].into_iter().enumerate() {
+        let at = i * 8;
+        ix.add(Action::create("t").id(id).source(buffer.slice(at..at + 7)))
+            .await
+            .unwrap();
+    }
+    let stats = ix.close().await;
+    assert_eq!(s.bulk.count("t"), 1);
+    assert_eq!(stats.retried_throttled, 5);
+    let r = retry.items();
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].source().unwrap().as_ref(), br#"{"n":1}"#);
+    assert!(
+        !inside(r[0].source().unwrap()),
+        "the waiting item's source is a copy, not a slice of the 1 MiB buffer"
+    );
+}
+
 /// Arrival times of the requests to node 0, in ms after the first.
 fn arrival_offsets(s: &support::Setup) -> Vec<u64> {
     let reqs = s.cluster.node(0).requests();

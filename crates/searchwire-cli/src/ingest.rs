@@ -11,19 +11,18 @@
 //! ingest started again with the same `--resume FILE` continues from there; the lines after
 //! the checkpoint that had landed already come back 409 and count as already present.
 
-use std::io::{IsTerminal, Write};
+use std::io::{IsTerminal, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::BytesMut;
+use bytes::Bytes;
 use clap::{Args, ValueEnum};
 use searchwire::explain::{format_duration, parse_duration};
 use searchwire_bulk::defaults as d;
 use searchwire_bulk::{AddError, BulkIndexer, FailedItem, IdScheme, OpType, SinkError, Stats};
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncSeekExt};
 use tokio::time::Instant;
 
 use crate::args::ConnectArgs;
@@ -460,18 +459,16 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
     }
     let ix = Arc::new(b.retry_policy(policy).build().map_err(|e| e.to_string())?);
 
-    let reader: Box<dyn AsyncRead + Unpin + Send> = if a.input == "-" {
-        Box::new(tokio::io::stdin())
+    let input = if a.input == "-" {
+        Input::Stdin(std::io::stdin())
     } else {
-        let mut f = tokio::fs::File::open(&a.input)
-            .await
+        let mut f = std::fs::File::open(&a.input)
             .map_err(|e| format!("cannot open input {}: {e}", a.input))?;
         if start_at.offset > 0 {
             f.seek(std::io::SeekFrom::Start(start_at.offset))
-                .await
                 .map_err(|e| format!("cannot seek input {} to the checkpoint: {e}", a.input))?;
         }
-        Box::new(f)
+        Input::File(f)
     };
 
     let started = Instant::now();
@@ -500,7 +497,7 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
     };
     let mut interrupted = false;
     let read_result = {
-        let read = read_input(reader, &parse, &ix, &shared, start_at.offset, start_at.line);
+        let read = read_input(input, &parse, &ix, &shared, start_at.offset, start_at.line);
         tokio::pin!(read);
         tokio::select! {
             r = &mut read => r,
@@ -744,23 +741,23 @@ fn sink(
     }
 }
 
-/// Reads the input from `offset` (line `line`), adding each record to the indexer.
-/// Returns the number of lines read.
 /// How much of the input is read at once: lines are cut out of this buffer without a copy.
 const READ_CHUNK: usize = 256 * 1024;
 
+/// Reads the input from `offset` (line `line`), adding each record to the indexer.
+/// Returns the number of lines read.
 async fn read_input(
-    reader: Box<dyn AsyncRead + Unpin + Send>,
+    input: Input,
     spec: &ParseSpec,
     ix: &BulkIndexer,
     shared: &Shared,
     mut offset: u64,
     mut line: u64,
 ) -> Result<u64, String> {
-    let mut reader = reader;
-    // Lines are split off this buffer as `Bytes` that share it: the reader fills it, and a
-    // document's bytes are copied from it only into its bulk lines (no per-line buffer).
-    let mut chunk = BytesMut::with_capacity(READ_CHUNK);
+    let mut input = Some(input);
+    // Lines are split off this buffer as `Bytes` that share it: `fill` reads into it, and a
+    // document's bytes are copied from it only into the request body (see `fill`).
+    let mut chunk = Bytes::new();
     let mut scanned = 0;
     let mut eof = false;
     let mut lines_read = 0u64;
@@ -774,26 +771,20 @@ async fn read_input(
             Some(i) => {
                 let n = scanned + i + 1;
                 scanned = 0;
-                chunk.split_to(n).freeze()
+                chunk.split_to(n)
             }
             None if eof && chunk.is_empty() => break,
             None if eof => {
                 scanned = 0;
-                chunk.split().freeze()
+                std::mem::take(&mut chunk)
             }
             None => {
                 scanned = chunk.len();
-                if chunk.capacity() - chunk.len() < READ_CHUNK / 4 {
-                    // Every line cut from the buffer is dropped by now (the indexer keeps its
-                    // own copy), so this moves the partial line to the front of the same
-                    // allocation instead of allocating; only a line longer than half the
-                    // buffer makes it grow.
-                    chunk.reserve(READ_CHUNK / 2);
-                }
-                let n = reader
-                    .read_buf(&mut chunk)
-                    .await
-                    .map_err(|e| format!("cannot read the input at line {}: {e}", line + 1))?;
+                let (r, filled, n) = fill(input.take(), chunk).await;
+                input = r;
+                chunk = filled;
+                let n =
+                    n.map_err(|e| format!("cannot read the input at line {}: {e}", line + 1))?;
                 eof = n == 0;
                 continue;
             }
@@ -843,6 +834,64 @@ async fn read_input(
         push_pending(shared, None, start, offset, line);
     }
     Ok(lines_read)
+}
+
+/// The input: a file, or stdin.
+pub(crate) enum Input {
+    File(std::fs::File),
+    Stdin(std::io::Stdin),
+}
+
+/// One read of the input into the buffer holding the partial line `chunk`, on a blocking
+/// thread (a file or pipe read blocks; `tokio::fs` and `tokio::io::stdin` would read into
+/// a buffer of their own and copy from it). Returns the input and the buffer for the next
+/// read.
+///
+/// The lines cut from the buffer are sent as they are (the request body is their only
+/// copy), so they keep it alive while their batch is in flight: each read fills a fresh
+/// buffer, after the partial line copied to its front. A file is read with `read_to_end`
+/// (up to `READ_CHUNK` bytes), which reads into the buffer's free capacity without zeroing
+/// it first; stdin is read once into zeroed capacity, as `read_to_end` would wait for
+/// `READ_CHUNK` bytes of a slow pipe before the lines already there could be sent.
+async fn fill(
+    input: Option<Input>,
+    partial: Bytes,
+) -> (Option<Input>, Bytes, std::io::Result<usize>) {
+    let Some(mut input) = input else {
+        return (None, partial, Ok(0));
+    };
+    let joined = tokio::task::spawn_blocking(move || {
+        let mut buf = Vec::with_capacity(partial.len() + READ_CHUNK);
+        buf.extend_from_slice(&partial);
+        let n = loop {
+            let r = match &mut input {
+                Input::File(f) => f.take(READ_CHUNK as u64).read_to_end(&mut buf),
+                Input::Stdin(s) => {
+                    let len = buf.len();
+                    buf.resize(len + READ_CHUNK, 0);
+                    let r = s.read(&mut buf[len..]);
+                    buf.truncate(len + *r.as_ref().unwrap_or(&0));
+                    r
+                }
+            };
+            match r {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                other => break other,
+            }
+        };
+        (Some(input), Bytes::from(buf), n)
+    })
+    .await;
+    match joined {
+        Ok(r) => r,
+        Err(e) => (
+            None,
+            Bytes::new(),
+            Err(std::io::Error::other(format!(
+                "the input reader stopped: {e}"
+            ))),
+        ),
+    }
 }
 
 fn push_pending(

@@ -138,6 +138,69 @@ async fn documents_are_ingested_exactly_once_through_throttling_and_a_reset() {
     assert!(!err.contains('\r'), "not a terminal: plain lines");
 }
 
+/// The input is read in 256 KiB buffers and documents are cut out of them: lines that
+/// cross a buffer's end, and a line longer than a whole buffer, arrive intact, from a file
+/// and from stdin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lines_across_read_buffers_and_longer_than_one_arrive_intact() {
+    use tokio::io::AsyncWriteExt;
+    let f = fake(1).await;
+    let big = format!("{{\"id\":\"big\",\"msg\":\"{}\"}}", "x".repeat(700_000));
+    let mut text = String::new();
+    for i in 0..30_000 {
+        text.push_str(&format!(
+            "{{\"id\":\"doc-{i:06}\",\"msg\":\"hello {i}\"}}\n"
+        ));
+        if i == 15_000 {
+            text.push_str(&big);
+            text.push('\n');
+        }
+    }
+    // The last line has no line end.
+    text.push_str("{\"id\":\"last\"}");
+    let input = tmp("long-lines.ndjson");
+    std::fs::write(&input, &text).unwrap();
+    for (index, from) in [("file", input.to_str().unwrap()), ("stdin", "-")] {
+        let mut cmd = command(&[
+            from,
+            "--url",
+            &f.url(),
+            "--index",
+            index,
+            "--id-field",
+            "id",
+        ]);
+        let mut child = cmd.stdin(Stdio::piped()).spawn().unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        if from == "-" {
+            stdin.write_all(text.as_bytes()).await.unwrap();
+        }
+        drop(stdin);
+        let out = tokio::time::timeout(Duration::from_secs(60), child.wait_with_output())
+            .await
+            .expect("ingest finished within 60 s")
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{index}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(summary(&out)["lines"], 30_002, "{index}");
+        assert_eq!(f.bulk.count(index), 30_002, "{index}");
+        assert_eq!(
+            f.bulk.get(index, "big").unwrap().source,
+            big.as_bytes(),
+            "{index}"
+        );
+        assert_eq!(
+            f.bulk.get(index, "doc-029999").unwrap().source.as_ref(),
+            br#"{"id":"doc-029999","msg":"hello 29999"}"#
+        );
+        assert!(f.bulk.get(index, "last").is_some(), "{index}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn malformed_lines_and_refused_documents_go_to_the_dead_letters_with_line_numbers() {
     let f = fake(1).await;

@@ -4,6 +4,11 @@
 // nothing, so its cost does not grow with the run, and it prints the number of documents it
 // accepted when it gets SIGTERM or SIGINT.
 //
+// Like OpenSearch, it honours `filter_path` on `_bulk` (the subset bulk clients send: `took`,
+// `errors`, and `items.*.FIELD` for the item fields, `error.type`/`error.reason` included),
+// so a client that asks for a smaller response gets one, and a client that does not (such
+// as opensearch-go's BulkIndexer, which has no such option) gets the full one.
+//
 //	bulkserver -listen 127.0.0.1:9290
 package main
 
@@ -29,7 +34,57 @@ type action map[string]struct {
 	ID    string `json:"_id"`
 }
 
+// filter is what a `filter_path` keeps of a bulk response: the top-level fields and the
+// item fields (nil: everything).
+type filter map[string]bool
+
+func parseFilter(r *http.Request) filter {
+	fp := r.URL.Query().Get("filter_path")
+	if fp == "" {
+		return nil
+	}
+	f := filter{}
+	for _, p := range strings.Split(fp, ",") {
+		p = strings.TrimSpace(p)
+		if rest, ok := strings.CutPrefix(p, "items.*."); ok {
+			f[rest] = true
+			f["items"] = true
+		} else {
+			f[p] = true
+		}
+	}
+	return f
+}
+
+func (f filter) keep(field string) bool { return f == nil || f[field] }
+
+// item writes one successful item's answer with the fields f keeps, in OpenSearch's order.
+func (f filter) item(out *bytes.Buffer, op, index, id, result string, seqNo, status int) {
+	fmt.Fprintf(out, `{%q:{`, op)
+	n := 0
+	field := func(name, format string, v any) {
+		if !f.keep(name) {
+			return
+		}
+		if n > 0 {
+			out.WriteByte(',')
+		}
+		n++
+		fmt.Fprintf(out, `%q:`+format, name, v)
+	}
+	field("_index", "%q", index)
+	field("_id", "%q", id)
+	field("_version", "%d", 1)
+	field("result", "%q", result)
+	field("_shards", "%s", `{"total":1,"successful":1,"failed":0}`)
+	field("_seq_no", "%d", seqNo)
+	field("_primary_term", "%d", 1)
+	field("status", "%d", status)
+	out.WriteString("}}")
+}
+
 func bulk(w http.ResponseWriter, r *http.Request) {
+	f := parseFilter(r)
 	defaultIndex := ""
 	if p := strings.TrimPrefix(r.URL.Path, "/"); strings.HasSuffix(p, "/_bulk") {
 		defaultIndex = strings.TrimSuffix(p, "/_bulk")
@@ -37,7 +92,19 @@ func bulk(w http.ResponseWriter, r *http.Request) {
 	sc := bufio.NewScanner(r.Body)
 	sc.Buffer(make([]byte, 0, 1<<20), 100<<20)
 	var out bytes.Buffer
-	out.WriteString(`{"took":1,"errors":false,"items":[`)
+	out.WriteByte('{')
+	sep := ""
+	if f.keep("took") {
+		out.WriteString(`"took":1`)
+		sep = ","
+	}
+	if f.keep("errors") {
+		out.WriteString(sep + `"errors":false`)
+		sep = ","
+	}
+	if f.keep("items") {
+		out.WriteString(sep + `"items":[`)
+	}
 	items := 0
 	expectSource := false
 	for sc.Scan() {
@@ -59,7 +126,7 @@ func bulk(w http.ResponseWriter, r *http.Request) {
 			if index == "" {
 				index = defaultIndex
 			}
-			if items > 0 {
+			if items > 0 && f.keep("items") {
 				out.WriteByte(',')
 			}
 			status, result := 201, "created"
@@ -71,8 +138,9 @@ func bulk(w http.ResponseWriter, r *http.Request) {
 			if op == "update" {
 				status, result = 200, "updated"
 			}
-			fmt.Fprintf(&out, `{%q:{"_index":%q,"_id":%q,"_version":1,"result":%q,"_shards":{"total":1,"successful":1,"failed":0},"_seq_no":%d,"_primary_term":1,"status":%d}}`,
-				op, index, meta.ID, result, items, status)
+			if f.keep("items") {
+				f.item(&out, op, index, meta.ID, result, items, status)
+			}
 			items++
 		}
 	}
@@ -80,7 +148,10 @@ func bulk(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	out.WriteString(`]}`)
+	if f.keep("items") {
+		out.WriteByte(']')
+	}
+	out.WriteByte('}')
 	accepted.Add(int64(items))
 	w.Header().Set("Content-Type", "application/json; charset=UTF-8")
 	_, _ = w.Write(out.Bytes())

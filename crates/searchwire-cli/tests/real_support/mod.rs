@@ -192,7 +192,13 @@ pub fn ingest(urls: &str, input: &Path, index: &str, extra: &[&str]) -> tokio::p
         // A write pool of one thread and a queue of one rejects even a single request in
         // flight (3 primaries + 3 replicas), and a restarting node recovers its shards under
         // that load: the reference's 5 throttle retries (1.3 s) are sized for spikes, not
-        // for this; 15 retries wait up to ~90 s per item.
+        // for this; 15 retries wait up to ~90 s per item. Measured with the default 5
+        // (2026-11-30, docs/benchmarks.md): 4 of 6 runs ended with dead letters (165 and
+        // 351 in the two counted: throttle retries exhausted while node 3 was down or
+        // recovering), with ~31,000-34,000 throttled retries per run. Fewer requests in
+        // flight cannot fix it: the pool holds two tasks per node and one bulk request
+        // already brings a primary and a replica operation to every node, so the retries
+        // have to outlast the recovery.
         .args(["--throttle-retries", "15"])
         .args(extra)
         .env_remove("RUST_LOG")
