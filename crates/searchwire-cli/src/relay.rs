@@ -153,6 +153,9 @@ fn parse_priority(s: &str) -> Result<PriorityRule, String> {
 
 /// Runs the relay; returns the exit code.
 pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
+    // The handlers are installed before the port is bound: a SIGTERM that arrives once the
+    // relay answers must start the graceful shutdown, never kill the process outright.
+    let signals = Signals::install();
     let handle = match crate::metrics::install() {
         Ok(h) => Some(h),
         Err(e) => {
@@ -213,7 +216,7 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
         .map_or_else(|_| a.listen.to_string(), |x| x.to_string());
     // One line on stderr that scripts wait for.
     output::stderr(&format!("searchwire relay listening on http://{addr}\n"));
-    let report = relay.run(first_signal()).await;
+    let report = relay.run(signals.first()).await;
     output::stderr(&format!(
         "searchwire relay stopped: {} leased messages released, delivery {}, connections {}\n",
         report.released,
@@ -259,28 +262,43 @@ async fn open_queue(a: &RelayArgs) -> Result<Queue, String> {
         .map_err(|e| format!("cannot open the queue in {}: {e}", dir.display()))
 }
 
-/// Completes on the first SIGTERM or SIGINT, and arms the second one: it exits at once.
-async fn first_signal() {
-    use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int)) = (
-        signal(SignalKind::terminate()),
-        signal(SignalKind::interrupt()),
-    ) else {
-        output::error_message("cannot install the signal handlers: stop the relay with SIGKILL (nothing acknowledged is lost)");
-        std::future::pending::<()>().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
+/// SIGTERM and SIGINT, registered when created (tokio registers a signal when its stream is
+/// made, not when it is first polled).
+struct Signals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
+
+impl Signals {
+    fn install() -> Self {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(term), Ok(int)) => Signals(Some((term, int))),
+            _ => {
+                output::error_message("cannot install the signal handlers: stop the relay with SIGKILL (nothing acknowledged is lost)");
+                Signals(None)
+            }
+        }
     }
-    output::stderr("searchwire relay: shutting down (a second signal exits at once)\n");
-    tokio::spawn(async move {
+
+    /// Completes on the first SIGTERM or SIGINT, and arms the second one: it exits at once.
+    async fn first(self) {
+        let Some((mut term, mut int)) = self.0 else {
+            std::future::pending::<()>().await;
+            return;
+        };
         tokio::select! {
             _ = term.recv() => {}
             _ = int.recv() => {}
         }
-        output::stderr("searchwire relay: second signal, exiting now\n");
-        std::process::exit(i32::from(FORCED));
-    });
+        output::stderr("searchwire relay: shutting down (a second signal exits at once)\n");
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            output::stderr("searchwire relay: second signal, exiting now\n");
+            std::process::exit(i32::from(FORCED));
+        });
+    }
 }

@@ -177,3 +177,23 @@ async fn after_sigterm_health_and_new_writes_answer_503_for_the_drain_grace() {
         .unwrap();
     assert_eq!(status.code(), Some(130));
 }
+
+/// The signal handlers exist before the port is bound: a SIGTERM sent the moment the relay
+/// says it listens starts the graceful shutdown (exit 0) instead of killing the process (a
+/// handler installed only when the shutdown future is first polled left a window in which
+/// SIGTERM's default action ended the relay without draining).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_right_after_the_listening_line_is_a_graceful_shutdown() {
+    let cluster = FakeCluster::start(1).await.unwrap();
+    let bulk = FakeBulk::new();
+    bulk.install(&cluster);
+    let dir = tempfile::tempdir().unwrap();
+    let urls = cluster.urls().join(",");
+    let mut relay = spawn_relay(&urls, dir.path(), free_port(), &["--drain-grace", "0s"]).await;
+    signal(&relay, "-TERM");
+    let status = tokio::time::timeout(Duration::from_secs(30), relay.child.wait())
+        .await
+        .expect("the relay stops")
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
