@@ -43,8 +43,19 @@ fn last_json(o: &Output) -> Value {
     serde_json::from_str(last).unwrap_or_else(|e| panic!("not JSON ({e}): {last}"))
 }
 
+/// A fresh directory per test (tests of this file run in parallel).
+fn tempfile_dir() -> PathBuf {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    std::env::temp_dir().join(format!(
+        "searchwire-ingest-queue-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
 fn dir() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("searchwire-ingest-queue-{}", std::process::id()));
+    let d = tempfile_dir();
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
     d
@@ -151,5 +162,118 @@ async fn a_failing_cluster_queues_everything_and_delivery_drains_it_high_priorit
     );
     assert!(lows.windows(2).all(|w| w[0] < w[1]), "arrival order (low)");
     assert!(highs.last().unwrap() < lows.first().unwrap(), "high first");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_while_queueing_then_resume_queues_each_document_exactly_once() {
+    let cluster = FakeCluster::start(1).await.unwrap();
+    let bulk = FakeBulk::new();
+    bulk.install(&cluster);
+    cluster.node(0).set_recording(false);
+    let url = cluster.urls().join(",");
+    let d = dir();
+    let (queue, input, cp) = (d.join("q"), d.join("in.ndjson"), d.join("cp"));
+    let n = 20_000;
+    write_docs(&input, "doc", n);
+    let total = std::fs::metadata(&input).unwrap().len();
+    bulk.fault_every(Some((1, BulkFault::Unavailable)));
+    bulk.set_delay(Some(Duration::from_millis(30)));
+    let args = |extra: &[&str]| {
+        let mut v: Vec<String> = [
+            "ingest",
+            input.to_str().unwrap(),
+            "--url",
+            &url,
+            "--index",
+            "k",
+            "--id-field",
+            "id",
+            "--unavailable-retries",
+            "0",
+            "--queue-dir",
+            queue.to_str().unwrap(),
+            "--resume",
+            cp.to_str().unwrap(),
+            "--drain-timeout",
+            "0s",
+            "--checkpoint-every",
+            "20ms",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    let mut child = tokio::process::Command::new(BIN)
+        .args(args(&["--batch-actions", "200", "--concurrency", "1"]))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let reached = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let off = std::fs::read_to_string(&cp)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .and_then(|c| c["offset"].as_u64())
+                .unwrap_or(0);
+            if off > total / 4 {
+                assert!(off < total, "finished before the kill; slow the fake down");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(reached.is_ok(), "the checkpoint did not advance");
+    child.start_kill().unwrap(); // SIGKILL
+    assert_eq!(
+        child.wait().await.unwrap().code(),
+        None,
+        "killed by a signal"
+    );
+
+    // Resume, the cluster still failing: the rest is queued; what was queued before the
+    // kill but after the checkpoint is read again and de-duplicated.
+    bulk.set_delay(None);
+    let owned = args(&[]);
+    let refs: Vec<&str> = owned.iter().map(String::as_str).collect();
+    let out = run(&refs).await;
+    succeeded(&out);
+    let s = last_json(&out);
+    let reread = s["lines"].as_u64().unwrap();
+    assert!(reread < n as u64, "resumed, not restarted: {reread}");
+    assert_eq!(
+        s["queue"]["queued"].as_u64().unwrap() + s["queue"]["duplicates"].as_u64().unwrap(),
+        reread,
+        "{s}"
+    );
+    assert_eq!(
+        s["queue"]["delivery"]["left"], n,
+        "each document queued once: {s}"
+    );
+    assert_eq!(s["checkpoint"].as_u64(), Some(total));
+
+    bulk.fault_every(None);
+    let out = run(&[
+        "queue",
+        "deliver",
+        "--queue-dir",
+        queue.to_str().unwrap(),
+        "--url",
+        &url,
+        "--json",
+    ])
+    .await;
+    succeeded(&out);
+    let r = last_json(&out);
+    assert_eq!(r["delivered"], n, "{r}");
+    assert_eq!(r["left"], 0);
+    assert_eq!(bulk.count("k"), n);
+    assert_eq!(bulk.max_writes(), 1, "exactly once");
     let _ = std::fs::remove_dir_all(&d);
 }
