@@ -37,11 +37,9 @@ use crate::indexer::BulkIndexer;
 use crate::sink::{DeadLetterSink, FailedItem, FailureReason, RetrySink, SinkError};
 use crate::tracked::{EncodedAction, ItemOutcome};
 
-/// Default [`QueueSinkConfig::capacity`]: 10,000 items waiting for their append.
-pub const QUEUE_SINK_CAPACITY: usize = 10_000;
-
-/// Default [`QueueSinkConfig::max_batch`]: at most 1,000 messages per append.
-pub const QUEUE_SINK_MAX_BATCH: usize = 1_000;
+use crate::defaults::{
+    DELIVERY_IDLE_POLL, DELIVERY_LEASE_BATCH, QUEUE_SINK_CAPACITY, QUEUE_SINK_MAX_BATCH,
+};
 
 /// How a [`QueueSink`] queues items.
 #[derive(Debug, Clone)]
@@ -330,9 +328,10 @@ fn truncate(s: &str) -> String {
 /// How [`deliver`] drains a queue.
 #[derive(Debug, Clone)]
 pub struct DeliveryConfig {
-    /// Messages leased at once. Default 4,000 (four default bulk requests).
+    /// Messages leased at once. Default [`DELIVERY_LEASE_BATCH`].
     pub lease_batch: usize,
-    /// Wait between polls when nothing is due or the breaker is open. Default 250 ms.
+    /// Wait between polls when nothing is due or the breaker is open. Default
+    /// [`DELIVERY_IDLE_POLL`].
     pub idle_poll: Duration,
     /// The reschedule delay of a failed delivery: the class's rule of this policy for
     /// attempt `n` (the class's last delay once `n` passes its retries).
@@ -344,8 +343,8 @@ pub struct DeliveryConfig {
 impl Default for DeliveryConfig {
     fn default() -> Self {
         DeliveryConfig {
-            lease_batch: 4_000,
-            idle_poll: Duration::from_millis(250),
+            lease_batch: DELIVERY_LEASE_BATCH,
+            idle_poll: DELIVERY_IDLE_POLL,
             policy: RetryPolicy::default(),
             until_empty: true,
         }

@@ -222,13 +222,13 @@ pub struct IngestQueueArgs {
     pub queue_after: Duration,
 }
 
-/// Default `--drain-timeout`: an ingest is a batch job; a cluster that comes back within
-/// half a minute is drained by the ingest itself, a longer outage is left to
-/// `searchwire queue deliver` (or a relay) instead of holding the job open.
+/// Default `--drain-timeout` ([`d::INGEST_DRAIN_TIMEOUT`]): an ingest is a batch job; a
+/// cluster that comes back within half a minute is drained by the ingest itself, a longer
+/// outage is left to `searchwire queue deliver` (or a relay) instead of holding the job open.
 pub const DRAIN_TIMEOUT: &str = "30s";
 
-/// Default `--queue-after`: the connection class's four retries take about 2.4 s; 10 s
-/// leaves room for them and for the breaker's first probe before an item is queued.
+/// Default `--queue-after` ([`d::INGEST_QUEUE_AFTER`]): the connection class's four retries
+/// take about 2.4 s; 10 s leaves room for them and for the breaker's first probe.
 pub const QUEUE_AFTER: &str = "10s";
 
 fn parse_duration_arg(s: &str) -> Result<Duration, String> {
@@ -1081,6 +1081,18 @@ async fn add(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_defaults_match_the_defaults_table() {
+        assert_eq!(
+            parse_duration(DRAIN_TIMEOUT).ok(),
+            Some(d::INGEST_DRAIN_TIMEOUT)
+        );
+        assert_eq!(
+            parse_duration(QUEUE_AFTER).ok(),
+            Some(d::INGEST_QUEUE_AFTER)
+        );
+    }
 
     #[test]
     fn sizes() {
