@@ -65,7 +65,9 @@ Output: a table, or with --json: stats {\"backlog\",\"due\",\"leased\",\"oldest_
 \"max_retries\",\"payload_hash\",\"enqueued_at\",\"index\",\"last_error\",\"pending_shutdown\",\
 \"payload_bytes\",\"payload\"} plus \"reason\" and \"dead_at\" for dead letters (payload: the \
 UTF-8 text, or null with \"payload_hex\" when it is not UTF-8); replay {\"replayed\",\
-\"duplicates\"}; purge {\"purged\"}. Times are RFC 3339 UTC.
+\"duplicates\"}; purge {\"purged\"}; deliver {\"delivered\",\"rescheduled\",\
+\"dead_lettered\",\"left\"} (deliver leases: for the embedded queue, nothing else may hold it). \
+Times are RFC 3339 UTC.
 Exit codes: 0 success, 1 the queue failed (storage or Redis error), 2 usage error.";
 
 /// Where the queue is.
