@@ -99,6 +99,25 @@ fn rule(r: &ClassRule) -> String {
     )
 }
 
+/// [`QueueSink`](crate::QueueSink): items waiting for their append before `room()` waits.
+pub const QUEUE_SINK_CAPACITY: usize = 10_000;
+
+/// [`QueueSink`](crate::QueueSink): messages per append at most.
+pub const QUEUE_SINK_MAX_BATCH: usize = 1_000;
+
+/// [`deliver`](crate::deliver): messages leased at once (four default bulk requests).
+pub const DELIVERY_LEASE_BATCH: usize = MAX_CONCURRENCY * BATCH_ACTIONS;
+
+/// [`deliver`](crate::deliver): the wait between polls when nothing is due or the breaker
+/// is open.
+pub const DELIVERY_IDLE_POLL: Duration = BREAKER_POLL;
+
+/// `searchwire ingest --queue-after`: with a queue, the item deadline.
+pub const INGEST_QUEUE_AFTER: Duration = Duration::from_secs(10);
+
+/// `searchwire ingest --drain-timeout`: how long an ingest delivers from its queue.
+pub const INGEST_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// The defaults as a Markdown table (setting, default, why), as in `docs/bulk.md`.
 pub fn markdown_table() -> String {
     let rows: Vec<(&str, String, &str)> = vec![
@@ -191,6 +210,36 @@ pub fn markdown_table() -> String {
             "filter_path (tracked items)",
             "the above + `items.*._version,items.*._seq_no,items.*._primary_term`".to_string(),
             "only a request carrying a tracked item asks for what its outcome reports",
+        ),
+        (
+            "queue sink capacity",
+            QUEUE_SINK_CAPACITY.to_string(),
+            "items waiting for a durable append before the producer waits (back-pressure)",
+        ),
+        (
+            "queue sink max batch",
+            QUEUE_SINK_MAX_BATCH.to_string(),
+            "one group commit per append; the next batch collects meanwhile",
+        ),
+        (
+            "delivery lease batch",
+            DELIVERY_LEASE_BATCH.to_string(),
+            "enough for every request in flight of the delivery indexer",
+        ),
+        (
+            "delivery idle poll",
+            crate::backoff::fmt_duration(DELIVERY_IDLE_POLL),
+            "as the breaker poll: a recovered cluster is seen within it",
+        ),
+        (
+            "ingest --queue-after",
+            crate::backoff::fmt_duration(INGEST_QUEUE_AFTER),
+            "the connection class's 4 retries (~2.4 s) and a breaker probe fit before an item is queued",
+        ),
+        (
+            "ingest --drain-timeout",
+            crate::backoff::fmt_duration(INGEST_DRAIN_TIMEOUT),
+            "an ingest is a batch job: a longer outage is left to `searchwire queue deliver`",
         ),
     ];
     let mut out = String::from("| setting | default | why |\n| --- | --- | --- |\n");

@@ -23,6 +23,9 @@
 //!   an [`ItemTicket`] that resolves to the item's [`ItemOutcome`] (written with its
 //!   `_version`/`_seq_no`, failed for good, or undeliverable now); tracked items never go to
 //!   a sink — the caller owns them.
+//! - **A durable retry queue** ([`queued`]): [`QueueSink`] appends what is undeliverable
+//!   now to a [`searchwire_queue::Queue`] in batches, and [`deliver`] drains the queue
+//!   through an indexer as the cluster recovers.
 //! - **Observable**: [`BulkIndexer::stats`], `searchwire_bulk_*` metrics, and a log line per
 //!   retry with `retry_id`, `attempt`, `cluster`, `index`, `failed_docs`.
 //!
@@ -66,6 +69,7 @@ mod concurrency;
 pub mod defaults;
 mod driver;
 mod indexer;
+pub mod queued;
 mod response;
 mod sink;
 mod stats;
@@ -75,6 +79,9 @@ pub use action::{content_hash, Action, IdScheme, OpType, VersionType};
 pub use backoff::{ClassRule, RetryPolicy};
 pub use classify::{RetryClass, Written};
 pub use indexer::{AddError, BulkIndexer, BulkIndexerBuilder, ConfigError};
+pub use queued::{
+    deliver, DeliveryConfig, DeliveryReport, QueueSink, QueueSinkConfig, QueueSinkReport,
+};
 pub use response::{BulkResponse, ItemError, ItemResult};
 pub use sink::{DeadLetterSink, FailedItem, FailureReason, LogDeadLetters, RetrySink, SinkError};
 pub use stats::Stats;

@@ -47,7 +47,14 @@ refused for good, retries exhausted, malformed lines with their line number) go 
 --dead-letter FILE as NDJSON with reasons, else to stderr.
 Ctrl-C (or SIGTERM) stops reading, delivers what was read (the batches in flight are \
 answered), writes the checkpoint and exits 130; a second one exits at once.
-Exit codes: 0 every line acknowledged, 1 some lines dead-lettered, 2 usage or configuration \
+Queue: with --queue-dir DIR (embedded) or --redis URL, what the cluster cannot take now \
+(retries or --queue-after ran out: 429, 503, connection failures, the breaker open) is \
+appended durably to the queue instead of the dead letters, with --priority N; after the \
+input, the ingest delivers from the queue for up to --drain-timeout and leaves the rest \
+queued (summary \"queue\":{\"queued\",\"duplicates\",\"append_failed\",\"delivery\":\
+{\"delivered\",\"rescheduled\",\"dead_lettered\",\"left\"}}); `searchwire queue deliver` \
+drains it later. The --resume checkpoint counts a line once written or durably queued.
+Exit codes: 0 every line acknowledged (or durably queued), 1 some lines dead-lettered, 2 usage or configuration \
 error (or unreadable input), 4 the cluster was unreachable, 5 credentials rejected, 130 interrupted.";
 
 /// Input format.
@@ -173,6 +180,64 @@ pub struct IngestArgs {
         help = "Serve Prometheus metrics on http://ADDR/metrics (searchwire_* and searchwire_bulk_*)"
     )]
     pub metrics_addr: Option<std::net::SocketAddr>,
+
+    #[command(flatten)]
+    pub queue: IngestQueueArgs,
+}
+
+/// The durable retry queue of an ingest.
+#[derive(Debug, Args)]
+pub struct IngestQueueArgs {
+    #[arg(
+        long,
+        value_name = "DIR",
+        conflicts_with = "redis",
+        help = "Queue what the cluster cannot take now in this embedded queue (created if missing)"
+    )]
+    pub queue_dir: Option<PathBuf>,
+
+    #[arg(
+        long,
+        value_name = "URL",
+        help = "Queue what the cluster cannot take now in Redis: redis://[user:password@]host:port[/db]"
+    )]
+    pub redis: Option<String>,
+
+    #[arg(long, value_name = "NAME", requires = "redis", default_value = searchwire_queue::redis::DEFAULT_STREAM, help = "The Redis stream (the queue's name)")]
+    pub redis_stream: String,
+
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 0,
+        help = "Priority of what this ingest queues (0-255, higher is delivered first)"
+    )]
+    pub priority: u8,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_arg, default_value = DRAIN_TIMEOUT, help = "With a queue: how long to deliver from it after the input is read (0: do not); what is left stays queued")]
+    pub drain_timeout: Duration,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, default_value = QUEUE_AFTER, help = "With a queue: an item not written within DUR of being read (e.g. while the breaker is open) is queued")]
+    pub queue_after: Duration,
+}
+
+/// Default `--drain-timeout` ([`d::INGEST_DRAIN_TIMEOUT`]): an ingest is a batch job; a
+/// cluster that comes back within half a minute is drained by the ingest itself, a longer
+/// outage is left to `searchwire queue deliver` (or a relay) instead of holding the job open.
+pub const DRAIN_TIMEOUT: &str = "30s";
+
+/// Default `--queue-after` ([`d::INGEST_QUEUE_AFTER`]): the connection class's four retries
+/// take about 2.4 s; 10 s leaves room for them and for the breaker's first probe.
+pub const QUEUE_AFTER: &str = "10s";
+
+fn parse_duration_arg(s: &str) -> Result<Duration, String> {
+    parse_duration(s).map_err(|e| e.to_string())
+}
+
+impl IngestQueueArgs {
+    fn configured(&self) -> bool {
+        self.queue_dir.is_some() || self.redis.is_some()
+    }
 }
 
 pub(crate) fn parse_positive_duration(s: &str) -> Result<Duration, String> {
@@ -292,6 +357,8 @@ struct Shared {
     malformed: AtomicU64,
     /// Input lines read in this run.
     lines: AtomicU64,
+    /// With a queue: where undeliverable items go (the checkpoint waits for their appends).
+    queue_sink: std::sync::OnceLock<searchwire_bulk::QueueSink>,
 }
 
 #[derive(Serialize)]
@@ -306,6 +373,65 @@ struct Summary<'a> {
     elapsed_ms: f64,
     docs_per_sec: f64,
     interrupted: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    queue: Option<QueueSummary>,
+}
+
+/// The summary's `queue` object: what went into the queue, what the drain delivered, and
+/// what is `left` queued.
+#[derive(Serialize)]
+struct QueueSummary {
+    #[serde(flatten)]
+    sink: searchwire_bulk::QueueSinkReport,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delivery: Option<searchwire_bulk::DeliveryReport>,
+}
+
+/// Opens the queue of `--queue-dir` or `--redis`, if one is given.
+async fn open_queue(a: &IngestQueueArgs) -> Result<Option<searchwire_queue::Queue>, String> {
+    use searchwire_queue::{EmbeddedConfig, Queue, RedisConfig};
+    if let Some(dir) = a.queue_dir.clone() {
+        let shown = dir.display().to_string();
+        let q = tokio::task::spawn_blocking(move || Queue::open_embedded(EmbeddedConfig::new(dir)))
+            .await
+            .map_err(|e| format!("opening the queue {shown} failed: {e}"))?
+            .map_err(|e| format!("cannot open the queue {shown}: {e}"))?;
+        return Ok(Some(q));
+    }
+    if let Some(url) = &a.redis {
+        let mut c = RedisConfig::new(url.clone());
+        c.stream = a.redis_stream.clone();
+        let q = Queue::connect_redis(c)
+            .await
+            .map_err(|e| format!("cannot connect to the Redis queue: {e}"))?;
+        return Ok(Some(q));
+    }
+    Ok(None)
+}
+
+/// After the input: delivers from the queue for up to `timeout`, then gives back what
+/// this process still holds (due at once, for the next consumer).
+async fn drain(
+    queue: &searchwire_queue::Queue,
+    client: &searchwire::Client,
+    builder: searchwire_bulk::BulkIndexerBuilder,
+    timeout: Duration,
+) -> Result<searchwire_bulk::DeliveryReport, String> {
+    let report = if timeout.is_zero() {
+        Ok(searchwire_bulk::DeliveryReport {
+            left: queue.stats().await.map_err(|e| e.to_string())?.backlog,
+            ..Default::default()
+        })
+    } else {
+        crate::queue::deliver_with(queue, client, builder, Some(Instant::now() + timeout)).await
+    };
+    if let Err(e) = queue.release().await {
+        output::error_message(format!("cannot release the queue's leases: {e}"));
+    }
+    if let searchwire_queue::Queue::Embedded(q) = queue {
+        let _ = q.close().await;
+    }
+    report
 }
 
 /// Runs the subcommand; returns the exit code.
@@ -387,7 +513,11 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
     // Every node once: an unreachable cluster or rejected credentials end the run before
     // any input is read, and the cluster name reaches the retry logs.
     let report = client.check_all().await;
-    if report.reachable() == 0 {
+    if report.reachable() == 0 && a.queue.configured() {
+        output::error_message(
+            "no node reachable: queueing what cannot be written (the cluster may come back)",
+        );
+    } else if report.reachable() == 0 {
         let why: Vec<String> = report
             .nodes
             .iter()
@@ -418,9 +548,19 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         fatal: AtomicBool::new(false),
         malformed: AtomicU64::new(0),
         lines: AtomicU64::new(0),
+        queue_sink: std::sync::OnceLock::new(),
     });
 
-    let mut b = BulkIndexer::builder(client)
+    let mut delivery = BulkIndexer::builder(client.clone())
+        .conflict_is_present(true)
+        .item_deadline(a.queue.queue_after);
+    if let Some(n) = a.batch_actions {
+        delivery = delivery.batch_actions(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    if let Some(n) = a.concurrency {
+        delivery = delivery.max_concurrency(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    let mut b = BulkIndexer::builder(client.clone())
         .id_scheme(ids)
         .conflict_is_present(true)
         .dead_letter_sink(sink(shared.clone()));
@@ -457,6 +597,24 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
     if let Some(n) = a.connection_retries {
         policy.connection.max_retries = n;
     }
+    let queue = match open_queue(&a.queue).await? {
+        Some(q) => {
+            let sink = searchwire_bulk::QueueSink::start(
+                q.clone(),
+                searchwire_bulk::QueueSinkConfig {
+                    priority: a.queue.priority,
+                    ..Default::default()
+                },
+                sink(shared.clone()),
+            );
+            b = b
+                .retry_sink(sink.clone())
+                .item_deadline(a.queue.queue_after);
+            let _ = shared.queue_sink.set(sink);
+            Some(q)
+        }
+        None => None,
+    };
     let ix = Arc::new(b.retry_policy(policy).build().map_err(|e| e.to_string())?);
 
     let input = if a.input == "-" {
@@ -518,8 +676,16 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
             return Ok(INTERRUPTED);
         }
     };
+    let queued = match shared.queue_sink.get() {
+        Some(q) => Some(q.close().await),
+        None => None,
+    };
     reporter.abort();
     let checkpoint = final_checkpoint(&ix, &shared, a.resume.as_deref());
+    let drained = match &queue {
+        Some(q) if !interrupted => Some(drain(q, &client, delivery, a.queue.drain_timeout).await),
+        _ => None,
+    };
     clear_progress_line();
 
     let elapsed = started.elapsed();
@@ -541,7 +707,14 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
             0.0
         },
         interrupted,
+        queue: queued.map(|q| QueueSummary {
+            sink: q,
+            delivery: drained.clone().and_then(Result::ok),
+        }),
     };
+    if let Some(Err(e)) = &drained {
+        output::error_message(format!("delivering from the queue failed: {e}"));
+    }
     output::stdout(output::to_json_line(&summary).as_bytes());
     if let Err(e) = read_result {
         output::error_message(e);
@@ -618,7 +791,10 @@ fn checkpoint_now(
     path: Option<&Path>,
     force: bool,
 ) -> Option<u64> {
-    let below = ix.acknowledged_below();
+    let below = match shared.queue_sink.get() {
+        Some(q) => q.acknowledged_below(ix),
+        None => ix.acknowledged_below(),
+    };
     let (moved, cp) = {
         let mut t = shared.tracker.lock().ok()?;
         let moved = t.advance(below);
@@ -805,7 +981,7 @@ async fn read_input(
             Line::Record(record) => record,
         };
         match record {
-            Ok((action, start_line)) => match ix.add(action).await {
+            Ok((action, start_line)) => match add(ix, shared, action).await {
                 Ok(seq) => push_pending(shared, Some(seq), start_line, offset, line),
                 Err(AddError::Invalid(reason)) => {
                     malformed(
@@ -938,9 +1114,34 @@ fn malformed(shared: &Shared, line: u64, text: &[u8], reason: &str) {
     }
 }
 
+/// Adds after waiting for room in the queue's appender (back-pressure while everything is
+/// being queued).
+async fn add(
+    ix: &BulkIndexer,
+    shared: &Shared,
+    action: searchwire_bulk::Action,
+) -> Result<u64, AddError> {
+    if let Some(q) = shared.queue_sink.get() {
+        q.room().await;
+    }
+    ix.add(action).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_defaults_match_the_defaults_table() {
+        assert_eq!(
+            parse_duration(DRAIN_TIMEOUT).ok(),
+            Some(d::INGEST_DRAIN_TIMEOUT)
+        );
+        assert_eq!(
+            parse_duration(QUEUE_AFTER).ok(),
+            Some(d::INGEST_QUEUE_AFTER)
+        );
+    }
 
     #[test]
     fn sizes() {

@@ -9,7 +9,7 @@
 //!   `_bulk` endpoint that queues durably what the cluster cannot take now.
 //! - `searchwire explain resurrection|defaults` prints the dead-node resurrection schedule
 //!   and the defaults table from the library's own code.
-//! - `searchwire queue stats|list|replay|purge` looks into a retry queue
+//! - `searchwire queue stats|list|replay|purge|deliver` looks into a retry queue
 //!   (`searchwire-queue`, embedded or Redis) and re-drives its dead letters.
 //!
 //! The output formats and exit codes are a contract (scripts and the README rely on them);
@@ -74,10 +74,21 @@ fn main() -> ExitCode {
         Command::Ingest(a) => run_ingest(*a),
         Command::Relay(a) => run_relay(*a),
 
-        Command::Queue(c) => match runtime() {
-            Ok(rt) => rt.block_on(queue::run(c)),
-            Err(code) => code,
-        },
+        Command::Queue(c) => {
+            let auth = match &c {
+                queue::QueueCommand::Deliver(d) => resolve_auth(
+                    "queue deliver",
+                    &d.conn.bearer,
+                    &d.conn.user,
+                    &d.conn.password,
+                ),
+                _ => Auth::None,
+            };
+            match runtime() {
+                Ok(rt) => rt.block_on(queue::run(c, auth)),
+                Err(code) => code,
+            }
+        }
     };
     tracing.shutdown();
     ExitCode::from(code)

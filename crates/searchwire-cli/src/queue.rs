@@ -5,6 +5,9 @@
 //! - `list [--dead-letters]`: queued messages (or dead letters) by id, one per line.
 //! - `replay --all | --id ID...`: dead letters back into the queue, due now.
 //! - `purge --all | --id ID...`: dead letters deleted for good.
+//! - `deliver --url ...`: drains the queue into the cluster (the bulk crate's delivery loop,
+//!   [`searchwire_bulk::deliver`], as `searchwire ingest` uses it after its input). Unlike
+//!   the others, it leases.
 //!
 //! The JSON shapes (`--json`) are a contract, listed in `searchwire queue --help`.
 
@@ -31,6 +34,26 @@ pub enum QueueCommand {
     Replay(SelectArgs),
     /// Delete dead letters for good.
     Purge(SelectArgs),
+    /// Drain the queue into the cluster: lease, send, ack (until it is empty or --timeout).
+    Deliver(Box<DeliverArgs>),
+}
+
+/// `queue deliver`
+#[derive(Debug, Args)]
+pub struct DeliverArgs {
+    #[command(flatten)]
+    pub queue: QueueArgs,
+    #[command(flatten)]
+    pub conn: crate::args::ConnectArgs,
+    /// Stop after this long even if messages are left (they stay queued); default: until empty.
+    #[arg(long, value_name = "DUR", value_parser = crate::ingest::parse_positive_duration)]
+    pub timeout: Option<std::time::Duration>,
+    /// Bulk requests in flight at most (1: strict arrival order within a priority).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub concurrency: Option<u64>,
+    /// Actions per bulk request.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_actions: Option<u64>,
 }
 
 pub const QUEUE_AFTER_HELP: &str = "\
@@ -42,7 +65,9 @@ Output: a table, or with --json: stats {\"backlog\",\"due\",\"leased\",\"oldest_
 \"max_retries\",\"payload_hash\",\"enqueued_at\",\"index\",\"last_error\",\"pending_shutdown\",\
 \"payload_bytes\",\"payload\"} plus \"reason\" and \"dead_at\" for dead letters (payload: the \
 UTF-8 text, or null with \"payload_hex\" when it is not UTF-8); replay {\"replayed\",\
-\"duplicates\"}; purge {\"purged\"}. Times are RFC 3339 UTC.
+\"duplicates\"}; purge {\"purged\"}; deliver {\"delivered\",\"rescheduled\",\
+\"dead_lettered\",\"left\"} (deliver leases: for the embedded queue, nothing else may hold it). \
+Times are RFC 3339 UTC.
 Exit codes: 0 success, 1 the queue failed (storage or Redis error), 2 usage error.";
 
 /// Where the queue is.
@@ -117,8 +142,9 @@ impl SelectArgs {
 }
 
 /// Runs the subcommand; returns the exit code.
-pub async fn run(cmd: QueueCommand) -> u8 {
+pub async fn run(cmd: QueueCommand, auth: crate::request::Auth) -> u8 {
     let args = match &cmd {
+        QueueCommand::Deliver(a) => &a.queue,
         QueueCommand::Stats(a) => &a.queue,
         QueueCommand::List(a) => &a.queue,
         QueueCommand::Replay(a) | QueueCommand::Purge(a) => &a.queue,
@@ -134,7 +160,15 @@ pub async fn run(cmd: QueueCommand) -> u8 {
         Ok(q) => q,
         Err(code) => return code,
     };
+    if let QueueCommand::Deliver(a) = &cmd {
+        let code = deliver(&queue, a, auth).await;
+        if let Queue::Embedded(q) = &queue {
+            let _ = q.close().await;
+        }
+        return code;
+    }
     let result = match cmd {
+        QueueCommand::Deliver(_) => Ok(String::new()),
         QueueCommand::Stats(_) => queue.stats().await.map(|s| render_stats(&s, json)),
         QueueCommand::List(a) => list(&queue, &a).await,
         QueueCommand::Replay(a) => queue.replay(&a.selection()).await.map(|r| {
@@ -166,6 +200,65 @@ pub async fn run(cmd: QueueCommand) -> u8 {
         }
         Err(e) => fail(&e),
     }
+}
+
+/// `queue deliver`: the summary is `{"delivered","rescheduled","dead_lettered","left"}`.
+async fn deliver(queue: &Queue, a: &DeliverArgs, auth: crate::request::Auth) -> u8 {
+    let client = match crate::request::connect(&a.conn, auth)
+        .and_then(|b| b.build().map_err(|e| e.to_string()))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            output::error_message(e);
+            return exit::USAGE;
+        }
+    };
+    let mut b = searchwire_bulk::BulkIndexer::builder(client.clone()).conflict_is_present(true);
+    if let Some(n) = a.concurrency {
+        b = b.max_concurrency(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    if let Some(n) = a.batch_actions {
+        b = b.batch_actions(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    let deadline = a.timeout.map(|t| tokio::time::Instant::now() + t);
+    let report = deliver_with(queue, &client, b, deadline).await;
+    if let Err(e) = queue.release().await {
+        output::error_message(format!("cannot release the queue's leases: {e}"));
+    }
+    let r = match report {
+        Ok(r) => r,
+        Err(e) => {
+            output::error_message(format!("delivering from the queue failed: {e}"));
+            return exit::HTTP_ERROR;
+        }
+    };
+    output::stdout(
+        if a.queue.json {
+            output::to_json_line(&r)
+        } else {
+            format!(
+                "delivered {}, rescheduled {}, dead-lettered {}, left {}\n",
+                r.delivered, r.rescheduled, r.dead_lettered, r.left
+            )
+        }
+        .as_bytes(),
+    );
+    exit::SUCCESS
+}
+
+/// The delivery loop through an indexer built from `builder` (tracked items; a `create`
+/// answered 409 is delivered), until the queue is empty or `deadline`.
+pub(crate) async fn deliver_with(
+    queue: &Queue,
+    client: &searchwire::Client,
+    builder: searchwire_bulk::BulkIndexerBuilder,
+    deadline: Option<tokio::time::Instant>,
+) -> Result<searchwire_bulk::DeliveryReport, String> {
+    let ix = builder.build().map_err(|e| e.to_string())?;
+    let config = searchwire_bulk::DeliveryConfig::default();
+    let r = searchwire_bulk::deliver(queue, &ix, client, &config, deadline).await;
+    ix.close().await;
+    r.map_err(|e| e.to_string())
 }
 
 /// Opens the queue; on failure prints why and returns the exit code.

@@ -1,0 +1,213 @@
+//! Issue 12 with the three real OpenSearch nodes and `searchwire ingest --queue-dir`: every
+//! node stopped (SIGSTOP), 10,000 low-priority then 10,000 high-priority documents are
+//! ingested into the embedded queue; the nodes resume, `searchwire queue deliver` drains the
+//! queue to zero, and the one-shard index holds exactly the 20,000 ids, each once; of what
+//! delivery wrote (requests sent into the stopped nodes' socket buffers land at resume and
+//! are left out), every high-priority document precedes every low-priority one by `_seq_no`,
+//! and within a priority only documents retried by class are out of arrival order (printed;
+//! the nodes' write queue of 1 throttles). Gated like `real_outage.rs`; run only under the
+//! machine-wide cluster lock.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod real_support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use real_support::{cluster_cmd, ResumeAll, BIN, OPENSEARCH};
+use searchwire::{Client, Request};
+use serde_json::{json, Value};
+
+const INDEX: &str = "sw-ingest-queue";
+const N: usize = 10_000;
+
+async fn run(args: &[&str]) -> Value {
+    let out = tokio::process::Command::new(BIN)
+        .args(args)
+        .env("SEARCHWIRE_REQUEST_TIMEOUT", "1s")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(Duration::from_secs(60), out)
+        .await
+        .expect("finished within 60 s")
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.lines().last().unwrap()).unwrap()
+}
+
+/// `(n, _seq_no)` of every document with `p` = `name`, by `n`.
+async fn written(client: &Client, name: &str) -> Vec<(u64, u64)> {
+    let resp = client
+        .send(Request::post(format!("/{INDEX}/_search")).json(&json!({
+            "size": N, "version": true, "seq_no_primary_term": true,
+            "query": {"term": {"p": name}}, "sort": [{"n": "asc"}]
+        })))
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_slice(resp.body()).unwrap();
+    v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            assert_eq!(h["_version"], 1, "written once: {h}");
+            (
+                h["_source"]["n"].as_u64().unwrap(),
+                h["_seq_no"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_order() {
+    let Some(urls) = OPENSEARCH.urls("real_ingest_queue") else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let joined = urls.join(",");
+        let client = Client::builder().nodes(urls.clone()).build().unwrap();
+        let _ = client.send(Request::delete(format!("/{INDEX}"))).await;
+        client
+            .send(Request::put(format!("/{INDEX}")).json(&json!({
+                "settings": {"number_of_shards": 1, "number_of_replicas": 1},
+                "mappings": {"properties": {"p": {"type": "keyword"}, "n": {"type": "long"}}}
+            })))
+            .await
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let queue = dir.path().join("queue");
+        let q = queue.to_str().unwrap();
+        for name in ["lo", "hi"] {
+            let mut s = String::new();
+            for i in 0..N {
+                s.push_str(&format!(
+                    "{{\"id\":\"{name}-{i:05}\",\"p\":\"{name}\",\"n\":{i}}}\n"
+                ));
+            }
+            std::fs::write(dir.path().join(name), s).unwrap();
+        }
+
+        let resume = ResumeAll;
+        for n in ["1", "2", "3"] {
+            let (ok, out) = cluster_cmd(&["pause", n]);
+            assert!(ok, "pause {n}: {out}");
+        }
+        // Low priority first, so high-first delivery is not arrival order.
+        for (name, prio) in [("lo", "1"), ("hi", "9")] {
+            let input = dir.path().join(name);
+            let s = run(&[
+                "ingest",
+                input.to_str().unwrap(),
+                "--url",
+                &joined,
+                "--index",
+                INDEX,
+                "--id-field",
+                "id",
+                "--queue-dir",
+                q,
+                "--priority",
+                prio,
+                "--timeout",
+                "1s",
+                "--connection-retries",
+                "0",
+                "--unavailable-retries",
+                "0",
+                "--queue-after",
+                "2s",
+                "--concurrency",
+                "1",
+                "--drain-timeout",
+                "0s",
+            ])
+            .await;
+            assert_eq!(s["dead_letters"], 0, "{s}");
+            assert_eq!(s["queue"]["queued"], N, "{s}");
+        }
+        drop(resume); // every node resumes
+
+        // What the stopped nodes had in their socket buffers lands now: wait until it did.
+        let mut before = u64::MAX;
+        loop {
+            let _ = client
+                .send(Request::post(format!("/{INDEX}/_refresh")))
+                .await;
+            let c = client
+                .send(Request::get(format!("/{INDEX}/_count")))
+                .await
+                .ok()
+                .and_then(|r| serde_json::from_slice::<Value>(r.body()).ok())
+                .and_then(|v| v["count"].as_u64());
+            if let Some(c) = c {
+                if c == before {
+                    break;
+                }
+                before = c;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let pre = written(&client, "lo").await.len() + written(&client, "hi").await.len();
+        let pre_max = if pre == 0 {
+            None
+        } else {
+            let all = [written(&client, "lo").await, written(&client, "hi").await].concat();
+            all.iter().map(|(_, s)| *s).max()
+        };
+
+        let r = run(&[
+            "queue",
+            "deliver",
+            "--queue-dir",
+            q,
+            "--url",
+            &joined,
+            "--concurrency",
+            "1",
+            "--json",
+        ])
+        .await;
+        assert_eq!(r["delivered"], 2 * N, "{r}");
+        assert_eq!(r["left"], 0, "{r}");
+        client
+            .send(Request::post(format!("/{INDEX}/_refresh")))
+            .await
+            .unwrap();
+        let (lo, hi) = (written(&client, "lo").await, written(&client, "hi").await);
+        assert_eq!(lo.len(), N);
+        assert_eq!(hi.len(), N);
+        let by_delivery = |v: &[(u64, u64)]| -> Vec<u64> {
+            v.iter()
+                .map(|(_, s)| *s)
+                .filter(|s| pre_max.is_none_or(|m| *s > m))
+                .collect()
+        };
+        let (lo_d, hi_d) = (by_delivery(&lo), by_delivery(&hi));
+        // Within a priority, a throttled item retried by class goes behind (the test nodes
+        // have a write queue of 1): count the documents written after a later arrival.
+        let behind = |v: &[u64]| v.windows(2).filter(|w| w[0] > w[1]).count();
+        if let (Some(h), Some(l)) = (hi_d.last(), lo_d.first()) {
+            assert!(h < l, "high priority first");
+        }
+        eprintln!(
+            "{pre} documents landed from the stopped nodes' buffers; delivery wrote {} high \
+             ({} behind a later arrival), {} low ({} behind); {r}",
+            hi_d.len(),
+            behind(&hi_d),
+            lo_d.len(),
+            behind(&lo_d)
+        );
+    });
+}
