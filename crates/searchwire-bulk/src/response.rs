@@ -45,7 +45,7 @@ pub struct ItemResult {
 /// An item's `_shards`: how many copies the write went to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 pub struct Shards {
-    /// Copies the write should reach (0 for a `noop`).
+    /// Copies the write should reach.
     #[serde(default)]
     pub total: u32,
     /// Copies it reached.

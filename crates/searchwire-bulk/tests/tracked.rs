@@ -226,7 +226,7 @@ async fn a_tracked_outcome_carries_shards_noop_and_the_clusters_error() {
     let up = || Action::update("n", "1").json(&serde_json::json!({"doc": {"n": 1}}));
     let w = ix.add_tracked(up()).await.unwrap().await;
     assert_eq!(written(&w).result, Written::Noop);
-    assert_eq!(written(&w).shards.map(|s| s.total), Some(0));
+    assert_eq!(written(&w).shards.map(|s| s.total), Some(2));
     let bad = ix
         .add_tracked(
             Action::index("n")

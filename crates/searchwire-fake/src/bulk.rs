@@ -532,14 +532,14 @@ impl State {
                 );
             }
             // An update that sends what the document holds changes nothing (OpenSearch's
-            // `detect_noop`): same version and `_seq_no`, no copy written.
+            // `detect_noop`): same version and `_seq_no`; `_shards` as OpenSearch 2.19 reports it.
             "update" if docs.get(&id).map(|d| &d.source) == source.as_ref() => {
                 let (version, seq_no) = docs.get(&id).map_or((1, 0), |d| (d.version, d.seq_no));
                 return out(
                     200,
                     json!({
                         "_index": index, "_id": id, "_version": version, "result": "noop",
-                        "_shards": { "total": 0, "successful": 0, "failed": 0 },
+                        "_shards": { "total": 2, "successful": 2, "failed": 0 },
                         "_seq_no": seq_no, "_primary_term": 1, "status": 200,
                     }),
                 );

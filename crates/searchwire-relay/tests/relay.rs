@@ -259,7 +259,7 @@ async fn live_items_are_answered_as_the_cluster_answered_them() {
     assert_eq!(
         item(&v, 0),
         &serde_json::json!({"_index": "logs", "_id": "1", "_version": 2, "result": "noop",
-            "_shards": shards(0), "_seq_no": 1, "_primary_term": 1, "status": 200}),
+            "_shards": shards(2), "_seq_no": 1, "_primary_term": 1, "status": 200}),
         "an update that changes nothing is the cluster's noop, not updated"
     );
     assert_eq!(
