@@ -77,15 +77,13 @@ fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
             let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
             let none = Value::Null;
             for k in keys {
-                let (l, r) = (x.get(k), y.get(k));
-                if l.is_none() || r.is_none() {
-                    out.push(format!(
+                match (x.get(k), y.get(k)) {
+                    (Some(l), Some(r)) => differences(&format!("{path}.{k}"), l, r, out),
+                    (l, r) => out.push(format!(
                         "{path}.{k}: direct {}, relayed {}",
                         l.unwrap_or(&none),
                         r.unwrap_or(&none)
-                    ));
-                } else {
-                    differences(&format!("{path}.{k}"), l.unwrap(), r.unwrap(), out);
+                    )),
                 }
             }
         }
@@ -188,44 +186,27 @@ fn the_relay_answers_bulk_requests_as_opensearch_does() {
             ]
         );
 
-        let (d, r) = both(
-            node,
-            relay.addr,
+        // One new document per request, with the parameters under test.
+        let mut last = Value::Null;
+        for (n, query) in [
             "?refresh=true",
-            "{\"index\":{\"_id\":\"5\"}}\n{\"n\":5}\n",
-        )
-        .await;
-        assert_same("refresh=true", &d, &r);
-        assert_eq!(first_item(&r)["forced_refresh"], true, "{r}");
-
-        let (d, r) = both(
-            node,
-            relay.addr,
             "?refresh=wait_for&timeout=10s",
-            "{\"index\":{\"_id\":\"6\"}}\n{\"n\":6}\n",
-        )
-        .await;
-        assert_same("refresh=wait_for", &d, &r);
-
-        let (d, r) = both(
-            node,
-            relay.addr,
             "?wait_for_active_shards=all",
-            "{\"index\":{\"_id\":\"7\"}}\n{\"n\":7}\n",
-        )
-        .await;
-        assert_same("wait_for_active_shards=all", &d, &r);
-
-        let (d, r) = both(
-            node,
-            relay.addr,
             "?wait_for_active_shards=bogus",
-            "{\"index\":{\"_id\":\"8\"}}\n{\"n\":8}\n",
-        )
-        .await;
-        eprintln!("bad wait_for_active_shards, direct: {d}");
-        assert_same("wait_for_active_shards=bogus", &d, &r);
-        assert_eq!(d["status"], 400, "{d}");
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let body = format!("{{\"index\":{{\"_id\":\"p{n}\"}}}}\n{{\"n\":{n}}}\n");
+            let (d, r) = both(node, relay.addr, query, &body).await;
+            assert_same(query, &d, &r);
+            if n == 0 {
+                assert_eq!(first_item(&r)["forced_refresh"], true, "{r}");
+            }
+            last = d;
+        }
+        eprintln!("bad wait_for_active_shards, direct: {last}");
+        assert_eq!(last["status"], 400, "the cluster's own 400: {last}");
 
         let (status, h) = http(relay.addr, "GET", "/health/retry-queue", b"")
             .await
