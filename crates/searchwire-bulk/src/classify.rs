@@ -47,8 +47,10 @@ impl RetryClass {
 pub enum Written {
     /// `created`.
     Created,
-    /// `updated` (or `noop`).
+    /// `updated`.
     Updated,
+    /// `noop`: an `update` that changed nothing (the document already held it).
+    Noop,
     /// `deleted`.
     Deleted,
     /// A delete of a document that did not exist (`not_found`): the goal state holds.
@@ -92,6 +94,7 @@ pub(crate) fn item(ctx: ItemContext, item: &ItemResult) -> Verdict {
             Some("created") => Written::Created,
             Some("deleted") => Written::Deleted,
             Some("not_found") => Written::NotFound,
+            Some("noop") => Written::Noop,
             Some(_) => Written::Updated,
             None if status == 201 => Written::Created,
             None if ctx.op == OpType::Delete => Written::Deleted,
@@ -142,6 +145,7 @@ mod tests {
             error: etype.map(|t| ItemError {
                 kind: t.into(),
                 reason: "r".into(),
+                ..ItemError::default()
             }),
             ..ItemResult::default()
         }
@@ -157,6 +161,10 @@ mod tests {
         assert_eq!(
             item(c, &answer(200, Some("updated"), None)),
             Verdict::Ok(Written::Updated)
+        );
+        assert_eq!(
+            item(ctx(OpType::Update), &answer(200, Some("noop"), None)),
+            Verdict::Ok(Written::Noop)
         );
         assert_eq!(
             item(

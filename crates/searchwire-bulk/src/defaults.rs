@@ -84,11 +84,13 @@ pub const FILTER_PATH: &str =
     "errors,items.*.status,items.*.result,items.*.error.type,items.*.error.reason";
 
 /// The `filter_path` of a request that carries a tracked item
-/// ([`BulkIndexer::add_tracked`](crate::BulkIndexer::add_tracked)): [`FILTER_PATH`] plus
-/// `_version`, `_seq_no` and `_primary_term`, which a tracked item's outcome reports (a relay
-/// passes them on to its client). Three numbers more per item; still no `_shards`, `_index`,
-/// `_id` (the caller knows them) or error `caused_by`.
-pub const FILTER_PATH_TRACKED: &str = "errors,items.*.status,items.*.result,items.*.error.type,items.*.error.reason,items.*._version,items.*._seq_no,items.*._primary_term";
+/// ([`BulkIndexer::add_tracked`](crate::BulkIndexer::add_tracked)): what a tracked item's
+/// outcome reports (a relay passes it on to its client as the cluster said it) —
+/// [`FILTER_PATH`] plus `_version`, `_seq_no`, `_primary_term`, `_shards`, `forced_refresh`
+/// and the whole error object (`caused_by`, `index`, `shard`, ...; kept up to
+/// [`MAX_ERROR_DETAIL_BYTES`](crate::MAX_ERROR_DETAIL_BYTES) per item). Still no `_index` or
+/// `_id` (the caller knows them): about 60 bytes more per successful item.
+pub const FILTER_PATH_TRACKED: &str = "errors,items.*.status,items.*.result,items.*.error,items.*._version,items.*._seq_no,items.*._primary_term,items.*._shards,items.*.forced_refresh";
 
 fn rule(r: &ClassRule) -> String {
     format!(
@@ -208,7 +210,7 @@ pub fn markdown_table() -> String {
         ),
         (
             "filter_path (tracked items)",
-            "the above + `items.*._version,items.*._seq_no,items.*._primary_term`".to_string(),
+            "the above with the whole `items.*.error` + `items.*._version,items.*._seq_no,items.*._primary_term,items.*._shards,items.*.forced_refresh`".to_string(),
             "only a request carrying a tracked item asks for what its outcome reports",
         ),
         (

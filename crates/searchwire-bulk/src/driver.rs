@@ -26,10 +26,10 @@ use crate::action::Action;
 use crate::classify::{self, ItemContext, RetryClass, Verdict};
 use crate::concurrency::Aimd;
 use crate::indexer::{Config, Shared};
-use crate::response::{BulkResponse, ItemResult};
+use crate::response::{BulkResponse, ItemError, ItemResult};
 use crate::sink::{self, DeadLetterSink, FailedItem, FailureReason, RetrySink};
 use crate::stats::Stats;
-use crate::tracked::{ItemOutcome, WrittenItem};
+use crate::tracked::{ItemOutcome, RequestParams, WrittenItem};
 
 pub(crate) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 
@@ -70,14 +70,20 @@ pub(crate) struct Item {
     added: Option<Instant>,
     /// A tracked item's outcome goes here instead of to a sink.
     tracker: Option<oneshot::Sender<ItemOutcome>>,
+    /// Query parameters of the request that carries it (only equal ones share a request).
+    params: Option<RequestParams>,
     _permits: Permits,
 }
 
 /// How an item is given up on.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum GiveUp {
-    /// Failed for good: the item, or the whole request it was in, was refused.
-    Failed { whole_request: bool },
+    /// Failed for good: the item (with the cluster's error), or the whole request it was
+    /// in, was refused.
+    Failed {
+        whole_request: bool,
+        error: Option<Box<ItemError>>,
+    },
     /// Undeliverable now: retries or the item deadline ran out on this class.
     Undeliverable(RetryClass),
 }
@@ -104,6 +110,7 @@ impl Item {
             attempts: 0,
             added: None,
             tracker,
+            params: None,
             _permits: permits,
         }
     }
@@ -137,6 +144,11 @@ impl Item {
             self.action.source = Some(Bytes::copy_from_slice(src));
         }
     }
+
+    pub(crate) fn params(mut self, params: Option<RequestParams>) -> Item {
+        self.params = params;
+        self
+    }
 }
 
 /// How a bulk request ended, as the request task saw it.
@@ -151,6 +163,8 @@ enum Outcome {
         /// It may have been applied (reset, timeout, 5xx after sending).
         ambiguous: bool,
         reason: FailureReason,
+        /// The cluster's `error` object, when it refused the request with one (4xx).
+        error: Option<Box<ItemError>>,
     },
 }
 
@@ -434,9 +448,13 @@ impl Driver {
     fn send_batch(&mut self) {
         let mut items = Vec::new();
         let mut bytes = 0usize;
+        // Items with other request parameters wait for the next request (order kept).
         let fits = |items: &Vec<Item>, bytes: usize, next: &Item, cfg: &Config| {
-            items.is_empty()
-                || (items.len() < cfg.batch_actions && bytes + next.len() <= cfg.batch_bytes)
+            items.first().is_none_or(|first| {
+                items.len() < cfg.batch_actions
+                    && bytes + next.len() <= cfg.batch_bytes
+                    && first.params == next.params
+            })
         };
         while let Some(next) = self.ready.front() {
             if !fits(&items, bytes, next, &self.cfg) {
@@ -491,6 +509,11 @@ impl Driver {
             };
             req = req.query("filter_path", fp);
         }
+        if let Some(params) = items.first().and_then(|i| i.params.as_deref()) {
+            for (k, v) in params {
+                req = req.query(k, v);
+            }
+        }
         if let Some(t) = self.cfg.attempt_timeout {
             req = req.attempt_timeout(t);
         }
@@ -523,6 +546,7 @@ impl Driver {
                 reason: e,
                 retry_class: None,
             },
+            error: None,
         });
         let now = Instant::now();
         // (throttled, a signal for the limit at all): only item answers and throttling say
@@ -537,6 +561,7 @@ impl Driver {
                 retry_after,
                 ambiguous,
                 reason,
+                error,
             } => {
                 self.shared
                     .counters
@@ -556,6 +581,7 @@ impl Driver {
                         for it in items {
                             let how = GiveUp::Failed {
                                 whole_request: true,
+                                error: it.tracker.as_ref().and(error.clone()),
                             };
                             self.give_up(it, reason.clone(), how);
                         }
@@ -599,6 +625,8 @@ impl Driver {
                             version: r.version,
                             seq_no: r.seq_no,
                             primary_term: r.primary_term,
+                            shards: r.shards,
+                            forced_refresh: r.forced_refresh,
                             attempts,
                         }));
                     }
@@ -612,10 +640,18 @@ impl Driver {
                     by_class[c.index()].push((it, reason_of(&r)));
                 }
                 Verdict::Fail => {
+                    let reason = reason_of(&r);
+                    // Only a tracked item's outcome reports the cluster's error as it was.
+                    let error = it
+                        .tracker
+                        .is_some()
+                        .then(|| r.error.map(Box::new))
+                        .flatten();
                     let how = GiveUp::Failed {
                         whole_request: false,
+                        error,
                     };
-                    self.give_up(it, reason_of(&r), how)
+                    self.give_up(it, reason, how)
                 }
             }
         }
@@ -705,9 +741,13 @@ impl Driver {
                 .tracked_gave_up(matches!(how, GiveUp::Undeliverable(_)));
             self.finish(it);
             let _ = tracker.send(match how {
-                GiveUp::Failed { whole_request } => ItemOutcome::Failed {
+                GiveUp::Failed {
+                    whole_request,
+                    error,
+                } => ItemOutcome::Failed {
                     reason,
                     whole_request,
+                    error,
                 },
                 GiveUp::Undeliverable(class) => ItemOutcome::Undeliverable { class, reason },
             });
@@ -809,7 +849,21 @@ fn outcome(result: Result<searchwire::Response, searchwire::Error>, expected: us
                 reason,
                 retry_class: None,
             },
+            error: None,
         };
+    // The `error` object of a refusal (`{"error":{...},"status":400}`), as the cluster sent it.
+    let refusal = |mut o: Outcome, resp: Option<&searchwire::Response>| {
+        #[derive(serde::Deserialize)]
+        struct Refusal {
+            error: ItemError,
+        }
+        if let Outcome::Failed { error, .. } = &mut o {
+            *error = resp
+                .and_then(|r| serde_json::from_slice::<Refusal>(r.body()).ok())
+                .map(|r| Box::new(r.error));
+        }
+        o
+    };
     let resp = match result {
         Ok(resp) => resp,
         Err(e) => {
@@ -832,6 +886,7 @@ fn outcome(result: Result<searchwire::Response, searchwire::Error>, expected: us
                         reason,
                         retry_class: None,
                     },
+                    error: None,
                 },
                 ErrorKind::Status if status.is_some_and(|s| s >= 500) => failed(
                     Some(RetryClass::Unavailable),
@@ -840,8 +895,13 @@ fn outcome(result: Result<searchwire::Response, searchwire::Error>, expected: us
                     "server_error",
                     reason,
                 ),
-                ErrorKind::Status => failed(None, false, status, "request_rejected", reason),
-                ErrorKind::Auth => failed(None, false, status, "auth", reason),
+                ErrorKind::Status => refusal(
+                    failed(None, false, status, "request_rejected", reason),
+                    e.response(),
+                ),
+                ErrorKind::Auth => {
+                    refusal(failed(None, false, status, "auth", reason), e.response())
+                }
                 ErrorKind::Config | ErrorKind::InvalidRequest => {
                     failed(None, false, status, "invalid_request", reason)
                 }

@@ -386,10 +386,10 @@ impl BulkIndexer {
             meta = meta.version(v, t);
         }
         let (tx, rx) = oneshot::channel::<ItemOutcome>();
-        let (lines, unique) = (action.lines, action.unique_id);
+        let (lines, unique, params) = (action.lines, action.unique_id, action.params);
         let len = lines.len();
         let seq = self.enqueue(len, |seq| {
-            Item::new(seq, key, lines, meta, unique, permits, Some(tx))
+            Item::new(seq, key, lines, meta, unique, permits, Some(tx)).params(params)
         })?;
         Ok(ItemTicket::new(seq, rx))
     }

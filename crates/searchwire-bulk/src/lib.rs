@@ -82,10 +82,10 @@ pub use indexer::{AddError, BulkIndexer, BulkIndexerBuilder, ConfigError};
 pub use queued::{
     deliver, DeliveryConfig, DeliveryReport, QueueSink, QueueSinkConfig, QueueSinkReport,
 };
-pub use response::{BulkResponse, ItemError, ItemResult};
+pub use response::{BulkResponse, ItemError, ItemResult, Shards, MAX_ERROR_DETAIL_BYTES};
 pub use sink::{DeadLetterSink, FailedItem, FailureReason, LogDeadLetters, RetrySink, SinkError};
 pub use stats::Stats;
-pub use tracked::{EncodedAction, ItemOutcome, ItemTicket, WrittenItem};
+pub use tracked::{EncodedAction, ItemOutcome, ItemTicket, RequestParams, WrittenItem};
 
 /// Benchmark hook (`benches/instructions.rs`), not part of the API: what the indexer does
 /// for one batch on its hot path, minus the I/O — prepares every action (checks it, puts its

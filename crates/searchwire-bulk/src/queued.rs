@@ -460,6 +460,7 @@ async fn send_run(
                 ItemOutcome::Failed {
                     reason,
                     whole_request: false,
+                    ..
                 } => Settle::Dead(format!("the cluster refused it: {reason}")),
                 ItemOutcome::Failed { reason, .. } => Settle::Retry(
                     RetryClass::Unavailable,

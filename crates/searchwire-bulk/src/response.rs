@@ -11,6 +11,7 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 /// One item of a bulk response: what the indexer reads.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -32,17 +33,78 @@ pub struct ItemResult {
     /// `_primary_term`, when the server sent it (requested only for tracked items).
     #[serde(rename = "_primary_term", default)]
     pub primary_term: Option<i64>,
+    /// `_shards`, when the server sent it (requested only for tracked items).
+    #[serde(rename = "_shards", default)]
+    pub shards: Option<Shards>,
+    /// `forced_refresh`, when the server sent it (a request with `refresh=true`, or a
+    /// `wait_for` that forced one; requested only for tracked items).
+    #[serde(default)]
+    pub forced_refresh: Option<bool>,
 }
 
-/// An item's error: its type and reason.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+/// An item's `_shards`: how many copies the write went to.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub struct Shards {
+    /// Copies the write should reach.
+    #[serde(default)]
+    pub total: u32,
+    /// Copies it reached.
+    #[serde(default)]
+    pub successful: u32,
+    /// Copies that failed it.
+    #[serde(default)]
+    pub failed: u32,
+}
+
+/// The most bytes of an error's other fields ([`ItemError::details`]) kept per item: a
+/// `caused_by` chain is a few hundred bytes; past this bound the rest is dropped (type and
+/// reason are always kept).
+pub const MAX_ERROR_DETAIL_BYTES: usize = 4096;
+
+/// An item's error: its type, reason, and the other fields the server sent.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ItemError {
     /// e.g. `mapper_parsing_exception`, `rejected_execution_exception`.
-    #[serde(rename = "type", default)]
     pub kind: String,
     /// The server's explanation.
-    #[serde(default)]
     pub reason: String,
+    /// The error's other fields in the order the server sent them, each value as raw JSON
+    /// (`caused_by`, `index`, `shard`, `index_uuid`, ...): empty unless the request's
+    /// `filter_path` asked for them (tracked items), at most [`MAX_ERROR_DETAIL_BYTES`].
+    pub details: Vec<(String, Box<str>)>,
+}
+
+impl<'de> Deserialize<'de> for ItemError {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<ItemError, D::Error> {
+        struct ErrV;
+        impl<'de> Visitor<'de> for ErrV {
+            type Value = ItemError;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a bulk item error {\"type\": ..., \"reason\": ...}")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ItemError, A::Error> {
+                let mut e = ItemError::default();
+                let mut kept = 0usize;
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "type" => e.kind = map.next_value()?,
+                        "reason" => {
+                            e.reason = map.next_value::<Option<String>>()?.unwrap_or_default()
+                        }
+                        _ => {
+                            let raw: Box<RawValue> = map.next_value()?;
+                            kept += key.len() + raw.get().len();
+                            if kept <= MAX_ERROR_DETAIL_BYTES {
+                                e.details.push((key, raw.into()));
+                            }
+                        }
+                    }
+                }
+                Ok(e)
+            }
+        }
+        d.deserialize_map(ErrV)
+    }
 }
 
 /// The parsed response: one result per item, in request order.
@@ -174,10 +236,12 @@ mod tests {
         let filtered = body(vec![filtered_item.to_string(); n], false);
         let parsed = BulkResponse::parse(full.as_bytes()).unwrap();
         assert_eq!(parsed.items.len(), n);
-        // The default filter leaves out the version fields (only tracked items ask for them).
+        // The default filter leaves out the version fields and `_shards` (only tracked items
+        // ask for them).
         let mut without_versions = BulkResponse::parse(full.as_bytes()).unwrap();
         for it in &mut without_versions.items {
             (it.version, it.seq_no, it.primary_term) = (None, None, None);
+            it.shards = None;
         }
         assert_eq!(
             BulkResponse::parse(filtered.as_bytes()).unwrap(),

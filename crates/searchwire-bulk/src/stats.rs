@@ -81,7 +81,8 @@ pub(crate) struct Counters {
 fn written_index(w: Written) -> usize {
     match w {
         Written::Created => 0,
-        Written::Updated => 1,
+        // A noop is counted with the updates (the document holds what was sent).
+        Written::Updated | Written::Noop => 1,
         Written::Deleted => 2,
         Written::NotFound => 3,
         Written::AlreadyPresent => 4,
@@ -92,6 +93,7 @@ fn written_label(w: Written) -> &'static str {
     match w {
         Written::Created => "created",
         Written::Updated => "updated",
+        Written::Noop => "noop",
         Written::Deleted => "deleted",
         Written::NotFound => "not_found",
         Written::AlreadyPresent => "already_present",

@@ -16,6 +16,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -23,6 +24,7 @@ use tokio::sync::oneshot;
 
 use crate::action::{OpType, VersionType};
 use crate::classify::{RetryClass, Written};
+use crate::response::{ItemError, Shards};
 use crate::sink::FailureReason;
 
 /// A tracked item's final outcome.
@@ -39,6 +41,10 @@ pub enum ItemOutcome {
         reason: FailureReason,
         /// The cluster refused the request as a whole, not this item.
         whole_request: bool,
+        /// The item's error as the cluster sent it (type, reason and its other fields:
+        /// `caused_by`, `index`, `shard`, ...) when the cluster refused this item; `None` for
+        /// a request refused as a whole.
+        error: Option<Box<ItemError>>,
     },
     /// Not written now for a reason that can pass: the class's retries or the item
     /// deadline ran out on throttling (429), unavailable shards (503, 5xx), a failed
@@ -66,6 +72,11 @@ pub struct WrittenItem {
     pub seq_no: Option<i64>,
     /// `_primary_term`, when the cluster gave it.
     pub primary_term: Option<i64>,
+    /// `_shards`, when the cluster gave it.
+    pub shards: Option<Shards>,
+    /// `forced_refresh`, when the cluster gave it (`refresh=true`, or a `wait_for` that
+    /// forced a refresh).
+    pub forced_refresh: Option<bool>,
     /// Requests that carried the item.
     pub attempts: u32,
 }
@@ -122,7 +133,13 @@ pub struct EncodedAction {
     pub(crate) lines: Bytes,
     pub(crate) version: Option<(u64, VersionType)>,
     pub(crate) unique_id: bool,
+    pub(crate) params: Option<RequestParams>,
 }
+
+/// Query parameters of the `_bulk` request that carries an item (`refresh`, `timeout`,
+/// `wait_for_active_shards`), sent as given. Items with different parameters never share a
+/// request.
+pub type RequestParams = Arc<[(String, String)]>;
 
 impl EncodedAction {
     /// The lines of one item with its operation, index and id. The error names what is
@@ -153,7 +170,16 @@ impl EncodedAction {
             lines,
             version: None,
             unique_id: false,
+            params: None,
         })
+    }
+
+    /// Query parameters for the `_bulk` request carrying this item (none by default). The
+    /// indexer puts only items with equal parameters in one request, in arrival order: a
+    /// run of items with other parameters ends the batch. An empty list is no parameters.
+    pub fn request_params(mut self, params: RequestParams) -> EncodedAction {
+        self.params = (!params.is_empty()).then_some(params);
+        self
     }
 
     /// The `version` and `version_type` the lines carry (an externally versioned write

@@ -6,7 +6,7 @@ mod support;
 use std::time::Duration;
 
 use searchwire_bulk::{
-    Action, EncodedAction, ItemOutcome, OpType, RetryClass, Written, WrittenItem,
+    Action, EncodedAction, ItemOutcome, OpType, RequestParams, RetryClass, Written, WrittenItem,
 };
 use searchwire_fake::{Behavior, BulkFault};
 use support::{doc, indexer, setup, Collect};
@@ -76,6 +76,7 @@ async fn every_tracked_item_gets_its_outcome_and_no_sink_is_called() {
         ItemOutcome::Failed {
             reason,
             whole_request,
+            ..
         } => {
             assert_eq!(reason.status, Some(400));
             assert_eq!(reason.error_type, "mapper_parsing_exception");
@@ -142,6 +143,120 @@ async fn encoded_lines_are_sent_as_they_are() {
     assert!(String::from_utf8_lossy(&reqs[0].body).contains("require_alias"));
 }
 
+/// Items with other request parameters never share a `_bulk`; each request carries its
+/// items' parameters, and a run of other parameters ends a batch (arrival order kept).
+#[tokio::test]
+async fn items_share_a_request_only_with_equal_request_parameters() {
+    let s = setup(1).await;
+    // One request at a time and a long linger: everything is buffered before the first send.
+    let ix = indexer(&s.client)
+        .max_concurrency(1)
+        .adaptive_concurrency(false)
+        .flush_interval(Duration::from_millis(200))
+        .build()
+        .unwrap();
+    let wait: RequestParams = vec![("wait_for_active_shards".to_string(), "1".to_string())].into();
+    let refresh: RequestParams = vec![("refresh".to_string(), "true".to_string())].into();
+    let enc = |id: &str| {
+        let lines = format!("{{\"index\":{{\"_index\":\"p\",\"_id\":\"{id}\"}}}}\n{{}}\n");
+        EncodedAction::new(OpType::Index, "p", id, lines).unwrap()
+    };
+    let mut tickets = Vec::new();
+    for a in [
+        enc("1").request_params(wait.clone()),
+        enc("2").request_params(wait.clone()),
+        enc("3"),
+        enc("4").request_params(Vec::new().into()),
+        enc("5").request_params(refresh.clone()),
+        enc("6").request_params(wait.clone()),
+    ] {
+        tickets.push(ix.add_tracked_encoded(a).await.unwrap());
+    }
+    let mut outcomes = Vec::new();
+    for t in tickets {
+        outcomes.push(written(&t.await).clone());
+    }
+    assert_eq!(outcomes[4].forced_refresh, Some(true));
+    assert_eq!(outcomes[0].forced_refresh, None);
+    ix.close().await;
+    // An empty parameter list is no parameters: items 3 and 4 share a request.
+    assert_eq!(s.bulk.batch_sizes(), [2, 2, 1, 1]);
+    let params: Vec<String> = s
+        .bulk
+        .queries()
+        .iter()
+        .map(|q| {
+            let q = q.as_deref().unwrap_or("");
+            q.split('&')
+                .filter(|kv| !kv.starts_with("filter_path="))
+                .collect::<Vec<_>>()
+                .join("&")
+        })
+        .collect();
+    assert_eq!(
+        params,
+        [
+            "wait_for_active_shards=1",
+            "",
+            "refresh=true",
+            "wait_for_active_shards=1"
+        ]
+    );
+}
+
+/// A tracked item's outcome carries what the cluster said of it: `_shards`, `noop`, and a
+/// refused item's whole error object (`caused_by` included).
+#[tokio::test]
+async fn a_tracked_outcome_carries_shards_noop_and_the_clusters_error() {
+    let s = setup(1).await;
+    s.bulk.mapping_error_marker("BAD");
+    let ix = indexer(&s.client).build().unwrap();
+    let w = ix
+        .add_tracked(
+            Action::index("n")
+                .id("1")
+                .json(&serde_json::json!({"doc": {"n": 1}})),
+        )
+        .await
+        .unwrap()
+        .await;
+    let shards = written(&w).shards.unwrap();
+    assert_eq!((shards.total, shards.successful, shards.failed), (2, 2, 0));
+    // The fake stores an update's body: the same body again changes nothing.
+    let up = || Action::update("n", "1").json(&serde_json::json!({"doc": {"n": 1}}));
+    let w = ix.add_tracked(up()).await.unwrap().await;
+    assert_eq!(written(&w).result, Written::Noop);
+    assert_eq!(written(&w).shards.map(|s| s.total), Some(2));
+    let bad = ix
+        .add_tracked(
+            Action::index("n")
+                .id("2")
+                .json(&serde_json::json!({"x": "BAD"})),
+        )
+        .await
+        .unwrap()
+        .await;
+    match bad {
+        ItemOutcome::Failed {
+            error: Some(e),
+            whole_request: false,
+            ..
+        } => {
+            assert_eq!(e.kind, "mapper_parsing_exception");
+            assert_eq!(e.details.len(), 1);
+            assert_eq!(e.details[0].0, "caused_by");
+            let cause: serde_json::Value = serde_json::from_str(&e.details[0].1).unwrap();
+            assert_eq!(cause["type"], "illegal_argument_exception");
+        }
+        other => panic!("{other:?}"),
+    }
+    ix.close().await;
+    assert!(s.bulk.filter_paths()[0]
+        .as_deref()
+        .unwrap()
+        .contains("items.*._shards"));
+}
+
 #[tokio::test]
 async fn a_create_409_is_already_present_only_for_a_unique_id_or_after_an_ambiguous_failure() {
     let s = setup(2).await;
@@ -187,6 +302,7 @@ async fn a_request_refused_as_a_whole_fails_its_items_as_whole_request() {
         ItemOutcome::Failed {
             reason,
             whole_request,
+            ..
         } => {
             assert!(whole_request);
             assert_eq!(reason.status, Some(400));

@@ -2,7 +2,12 @@
 //! cluster: it parses the NDJSON body, stores documents per index and id (so tests count
 //! exactly what landed), honours `create` (409 when the id exists), and plays scripted
 //! faults — items answered 429/503, a connection reset *after* the batch was applied,
-//! whole-request answers, mapping errors for marked documents, missing indices.
+//! whole-request answers, mapping errors for marked documents, missing indices. Answers
+//! carry what OpenSearch's do: `_shards`, engine errors with `index`/`shard`/`index_uuid`,
+//! mapping errors with `caused_by`, `noop` for an `update` whose body is what the document
+//! holds (the fake stores an update's body as the source), `forced_refresh` on
+//! `refresh=true`, a 400 for a bad `refresh` or `wait_for_active_shards`; every query string
+//! is recorded ([`FakeBulk::queries`]).
 //!
 //! ```
 //! use searchwire_fake::{BulkFault, FakeBulk, FakeCluster};
@@ -72,6 +77,8 @@ struct State {
     delay: Option<Duration>,
     batch_sizes: Vec<usize>,
     filter_paths: Vec<Option<String>>,
+    /// The query string of each bulk request, in arrival order.
+    queries: Vec<Option<String>>,
     /// The next `_seq_no` per index (one shard per index: write order).
     seq_nos: HashMap<String, u64>,
 }
@@ -235,6 +242,11 @@ impl FakeBulk {
         self.state.lock().filter_paths.clone()
     }
 
+    /// The whole query string of each bulk request (not percent-decoded), in arrival order.
+    pub fn queries(&self) -> Vec<Option<String>> {
+        self.state.lock().queries.clone()
+    }
+
     fn handle(&self, req: &HandlerRequest<'_>) -> Behavior {
         let segs: Vec<&str> = req.path.trim_matches('/').split('/').collect();
         match (req.method, segs.as_slice()) {
@@ -255,9 +267,35 @@ impl FakeBulk {
         });
         let mut st = self.state.lock();
         st.filter_paths.push(filter.clone());
+        st.queries.push(req.query.map(str::to_owned));
         if let Some(b) = st.request_answers.pop_front() {
             st.batch_sizes.push(0);
             return b;
+        }
+        // `refresh` and `wait_for_active_shards` are checked like OpenSearch does, before
+        // any item: a bad value is a 400 for the whole request.
+        let mut forced_refresh = false;
+        for (k, v) in req
+            .query
+            .unwrap_or("")
+            .split('&')
+            .filter_map(|kv| kv.split_once('='))
+        {
+            match k {
+                "refresh" if v == "true" || v.is_empty() => forced_refresh = true,
+                "refresh" if v == "false" || v == "wait_for" => {}
+                "refresh" => {
+                    return bad_request(&format!("Unknown value for refresh: [{v}]."));
+                }
+                "wait_for_active_shards"
+                    if v != "all" && v != "index-setting" && v.parse::<u32>().is_err() =>
+                {
+                    return bad_request(&format!(
+                        "failed to parse wait_for_active_shards [{v}]: not a number or all"
+                    ));
+                }
+                _ => {}
+            }
         }
         let lines: Vec<&[u8]> = req
             .body
@@ -291,7 +329,13 @@ impl FakeBulk {
                 }
             };
             i += 1;
-            items.push(st.apply_item(&op, index, id, source));
+            let mut item = st.apply_item(&op, index, id, source);
+            if forced_refresh && item.1 < 300 {
+                if let Some(o) = item.2.as_object_mut() {
+                    o.insert("forced_refresh".into(), Value::Bool(true));
+                }
+            }
+            items.push(item);
         }
         st.batch_sizes.push(items.len());
         let errors = items.iter().any(|v| v.1 >= 300);
@@ -353,6 +397,16 @@ fn error_item(status: u16, kind: &str, reason: &str, index: &str, id: &str) -> V
     json!({
         "_index": index, "_id": id, "status": status,
         "error": { "type": kind, "reason": reason },
+    })
+}
+
+/// An error item carrying the shard it failed on, as OpenSearch reports engine errors
+/// (a conflict, a missing document).
+fn shard_error_item(status: u16, kind: &str, reason: &str, index: &str, id: &str) -> Value {
+    json!({
+        "_index": index, "_id": id, "status": status,
+        "error": { "type": kind, "reason": reason, "index": index, "shard": "0",
+                   "index_uuid": "fake-index-uuid" },
     })
 }
 
@@ -429,13 +483,15 @@ impl State {
             if src.windows(marker.len()).any(|w| w == marker.as_bytes()) {
                 return out(
                     400,
-                    error_item(
-                        400,
-                        "mapper_parsing_exception",
-                        "failed to parse field [fake] of type [long]",
-                        &index,
-                        &id,
-                    ),
+                    json!({
+                        "_index": index, "_id": id, "status": 400,
+                        "error": {
+                            "type": "mapper_parsing_exception",
+                            "reason": "failed to parse field [fake] of type [long]",
+                            "caused_by": { "type": "illegal_argument_exception",
+                                           "reason": "For input string: \"fake\"" },
+                        },
+                    }),
                 );
             }
         }
@@ -447,7 +503,7 @@ impl State {
             "create" if exists => {
                 return out(
                     409,
-                    error_item(
+                    shard_error_item(
                         409,
                         "version_conflict_engine_exception",
                         &format!("[{id}]: version conflict, document already exists"),
@@ -466,13 +522,26 @@ impl State {
             "update" if !exists => {
                 return out(
                     404,
-                    error_item(
+                    shard_error_item(
                         404,
                         "document_missing_exception",
                         &format!("[{id}]: document missing"),
                         &index,
                         &id,
                     ),
+                );
+            }
+            // An update that sends what the document holds changes nothing (OpenSearch's
+            // `detect_noop`): same version and `_seq_no`; `_shards` as OpenSearch 2.19 reports it.
+            "update" if docs.get(&id).map(|d| &d.source) == source.as_ref() => {
+                let (version, seq_no) = docs.get(&id).map_or((1, 0), |d| (d.version, d.seq_no));
+                return out(
+                    200,
+                    json!({
+                        "_index": index, "_id": id, "_version": version, "result": "noop",
+                        "_shards": { "total": 2, "successful": 2, "failed": 0 },
+                        "_seq_no": seq_no, "_primary_term": 1, "status": 200,
+                    }),
                 );
             }
             _ => {

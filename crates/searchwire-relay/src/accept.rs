@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use bytes::Bytes;
 use http::StatusCode;
 use searchwire::BreakerState;
+use searchwire_bulk::RequestParams;
 use searchwire_queue::NewMessage;
 use serde_json::{json, Map, Value};
 
@@ -54,9 +55,13 @@ pub struct BulkRequest {
     pub body: Bytes,
     /// `_index`, `routing`, `pipeline` defaults.
     pub defaults: Defaults,
-    /// `timeout`, `wait_for_active_shards` as the client sent them. Accepted but not passed
-    /// on: the first try goes through the relay's shared bulk indexer (items of many client
-    /// requests in one `_bulk`), whose time is bounded by the live budget.
+    /// `refresh`, `timeout`, `wait_for_active_shards` as the client sent them (`refresh=false`
+    /// left out: it is the default). Passed on with the first try: the live indexer puts the
+    /// items in `_bulk` requests with exactly these parameters (items of concurrent client
+    /// requests share a request only when their parameters are equal), so a live item is
+    /// refreshed, waited for and checked as the cluster would for the client, and a value
+    /// the cluster refuses is its 400. Not kept with a queued item: delivery uses the
+    /// cluster's defaults (see ARCHITECTURE.md, "The relay").
     pub query: Vec<(String, String)>,
     /// `X-Searchwire-Priority`.
     pub priority: Option<u8>,
@@ -83,7 +88,8 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
             items.len()
         ]
     } else {
-        send::submit(&shared.live, &refs).await
+        let params: Option<RequestParams> = (!req.query.is_empty()).then(|| req.query.into());
+        send::submit(&shared.live, &refs, params.as_ref()).await
     };
     // The cluster refused every item's request as a whole (credentials, ...): its answer
     // is the answer, as if the client had sent the request to it; nothing is queued.
@@ -91,6 +97,7 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
         status,
         kind,
         reason,
+        error,
     }) = outcomes.first()
     {
         if outcomes
@@ -99,8 +106,12 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
         {
             metrics::counter!("searchwire_relay_requests_total", "result" => "rejected")
                 .increment(1);
-            let status = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY);
-            return Answer::error(status, kind, reason);
+            let code = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY);
+            return match error {
+                // The cluster's own answer: its error object and status.
+                Some(e) => Answer::json(code, &json!({"error": e, "status": status})),
+                None => Answer::error(code, kind, reason),
+            };
         }
     }
     let now = shared.queue.options().clock.now();
@@ -144,10 +155,15 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
                 status,
                 kind,
                 reason,
+                error,
             } => {
                 errors = true;
                 failed += 1;
-                error_body(item, status, &kind, &reason)
+                let mut body = error_body(item, status, &kind, &reason);
+                if let Some(e) = error {
+                    body.insert("error".into(), e);
+                }
+                body
             }
             Verdict::Done { status, body } => {
                 if status >= 300 {

@@ -93,7 +93,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
                 }
             }
             let refs: Vec<&Item> = batch.iter().map(|(_, i)| i).collect();
-            let tickets = send::add_all(&shared.delivering, &refs).await;
+            let tickets = send::add_all(&shared.delivering, &refs, None).await;
             *held.entry(priority).or_default() += 1;
             let shared = shared.clone();
             settling.spawn(async move {
@@ -200,6 +200,7 @@ async fn settle(shared: &Shared, batch: Vec<(Lease, Item)>, pending: Vec<send::P
                 status,
                 kind,
                 reason,
+                ..
             } => format!("the cluster refused the request: {status} {kind}: {reason}"),
         };
         let at = shared

@@ -9,7 +9,8 @@
 //! while the transport's breaker is open.
 
 use searchwire_bulk::{
-    AddError, BulkIndexer, EncodedAction, ItemOutcome, ItemTicket, OpType, VersionType, Written,
+    AddError, BulkIndexer, EncodedAction, ItemError, ItemOutcome, ItemTicket, OpType,
+    RequestParams, VersionType, Written,
 };
 use serde_json::{json, Map, Value};
 
@@ -37,6 +38,9 @@ pub enum Verdict {
         kind: String,
         /// Its reason.
         reason: String,
+        /// The cluster's `error` object as it sent it (`root_cause`, `caused_by`, ...), when
+        /// it sent one.
+        error: Option<Value>,
     },
 }
 
@@ -66,12 +70,22 @@ pub fn encoded(item: &Item) -> Result<EncodedAction, String> {
 /// An item handed to the indexer (its ticket), or the verdict it got without being sent.
 pub type Pending = Result<ItemTicket, Verdict>;
 
-/// Adds every item to `indexer` in order, waiting while it is full. An item the indexer
-/// cannot take (it is closed: the relay is stopping) is to be queued.
-pub async fn add_all(indexer: &BulkIndexer, items: &[&Item]) -> Vec<Pending> {
+/// Adds every item to `indexer` in order, waiting while it is full; `params` are the query
+/// parameters of the `_bulk` requests that carry them (only items with equal parameters
+/// share a request). An item the indexer cannot take (it is closed: the relay is stopping)
+/// is to be queued.
+pub async fn add_all(
+    indexer: &BulkIndexer,
+    items: &[&Item],
+    params: Option<&RequestParams>,
+) -> Vec<Pending> {
     let mut pending = Vec::with_capacity(items.len());
     for item in items {
-        pending.push(match encoded(item) {
+        let action = encoded(item).map(|a| match params {
+            Some(p) => a.request_params(p.clone()),
+            None => a,
+        });
+        pending.push(match action {
             Ok(a) => indexer.add_tracked_encoded(a).await.map_err(|e| match e {
                 AddError::Invalid(m) => invalid(item, &m),
                 other => Verdict::Retry(other.to_string()),
@@ -91,8 +105,12 @@ pub async fn resolve(item: &Item, pending: Pending) -> Verdict {
 }
 
 /// [`add_all`], then every item's verdict, in order.
-pub async fn submit(indexer: &BulkIndexer, items: &[&Item]) -> Vec<Verdict> {
-    let pending = add_all(indexer, items).await;
+pub async fn submit(
+    indexer: &BulkIndexer,
+    items: &[&Item],
+    params: Option<&RequestParams>,
+) -> Vec<Verdict> {
+    let pending = add_all(indexer, items, params).await;
     let mut out = Vec::with_capacity(items.len());
     for (item, p) in items.iter().zip(pending) {
         out.push(resolve(item, p).await);
@@ -107,7 +125,10 @@ fn invalid(item: &Item, m: &str) -> Verdict {
     }
 }
 
-/// What the relay does with `item` given its outcome.
+/// What the relay does with `item` given its outcome. A written item is answered with
+/// what the cluster said of it (`result` — `noop` included —, the version fields,
+/// `_shards`, `forced_refresh`), an item the cluster refused with its whole error object
+/// (`caused_by`, `index`, `shard`, ... as the cluster sent them).
 ///
 /// A `create` the indexer counts as already present (answered 409 where the document can
 /// only be this item's own earlier write: its id was assigned by the relay, or a request
@@ -120,6 +141,7 @@ pub fn verdict(item: &Item, outcome: ItemOutcome) -> Verdict {
             let (status, result) = match w.result {
                 Written::Created => (w.status, "created"),
                 Written::Updated => (w.status, "updated"),
+                Written::Noop => (w.status, "noop"),
                 Written::Deleted => (w.status, "deleted"),
                 Written::NotFound => (w.status, "not_found"),
                 Written::AlreadyPresent => (201, "created"),
@@ -129,6 +151,15 @@ pub fn verdict(item: &Item, outcome: ItemOutcome) -> Verdict {
                 m.insert("_version".into(), json!(v));
             }
             m.insert("result".into(), Value::String(result.into()));
+            if let Some(sh) = w.shards {
+                m.insert(
+                    "_shards".into(),
+                    json!({"total": sh.total, "successful": sh.successful, "failed": sh.failed}),
+                );
+            }
+            if let Some(f) = w.forced_refresh {
+                m.insert("forced_refresh".into(), Value::Bool(f));
+            }
             if let Some(s) = w.seq_no {
                 m.insert("_seq_no".into(), json!(s));
             }
@@ -141,17 +172,28 @@ pub fn verdict(item: &Item, outcome: ItemOutcome) -> Verdict {
         ItemOutcome::Failed {
             reason,
             whole_request: true,
-        } => Verdict::Rejected {
-            status: reason.status.unwrap_or(502),
-            kind: reason.error_type,
-            reason: reason.reason,
+            error,
+        } => match error {
+            Some(e) => Verdict::Rejected {
+                status: reason.status.unwrap_or(502),
+                error: Some(cluster_error(&e)),
+                kind: e.kind,
+                reason: e.reason,
+            },
+            None => Verdict::Rejected {
+                status: reason.status.unwrap_or(502),
+                kind: reason.error_type,
+                reason: reason.reason,
+                error: None,
+            },
         },
-        ItemOutcome::Failed { reason, .. } => {
+        ItemOutcome::Failed { reason, error, .. } => {
             let status = reason.status.unwrap_or(500);
-            Verdict::Done {
-                status,
-                body: error_body(item, status, &reason.error_type, &reason.reason),
+            let mut body = error_body(item, status, &reason.error_type, &reason.reason);
+            if let Some(e) = error {
+                body.insert("error".into(), cluster_error(&e));
             }
+            Verdict::Done { status, body }
         }
         ItemOutcome::Undeliverable { class, reason } => {
             Verdict::Retry(format!("{}: {reason}", class.as_str()))
@@ -165,6 +207,20 @@ fn ids(item: &Item) -> Map<String, Value> {
     m.insert("_index".into(), Value::String(item.index().to_owned()));
     m.insert("_id".into(), Value::String(item.id().to_owned()));
     m
+}
+
+/// The cluster's item error as it sent it: type, reason, then its other fields (a field
+/// whose raw JSON does not parse — it cannot, the cluster's answer was parsed — is left out).
+fn cluster_error(e: &ItemError) -> Value {
+    let mut m = Map::new();
+    m.insert("type".into(), Value::String(e.kind.clone()));
+    m.insert("reason".into(), Value::String(e.reason.clone()));
+    for (k, raw) in &e.details {
+        if let Ok(v) = serde_json::from_str::<Value>(raw) {
+            m.insert(k.clone(), v);
+        }
+    }
+    Value::Object(m)
 }
 
 /// An item object with an error, in OpenSearch's shape.
@@ -204,6 +260,8 @@ mod tests {
             version: Some(1),
             seq_no: Some(5),
             primary_term: Some(2),
+            shards: None,
+            forced_refresh: None,
             attempts: 1,
         };
         let Verdict::Done { status, body } = verdict(&it, ItemOutcome::Written(w.clone())) else {
@@ -231,6 +289,7 @@ mod tests {
         let conflict = ItemOutcome::Failed {
             reason: reason(409, "version_conflict_engine_exception"),
             whole_request: false,
+            error: None,
         };
         let Verdict::Done { status, body } = verdict(&it, conflict) else {
             panic!()
@@ -240,6 +299,7 @@ mod tests {
         let whole = ItemOutcome::Failed {
             reason: reason(401, "auth"),
             whole_request: true,
+            error: None,
         };
         assert!(matches!(
             verdict(&it, whole),
@@ -250,6 +310,52 @@ mod tests {
             reason: reason(429, "retries_exhausted"),
         };
         assert!(matches!(verdict(&it, later), Verdict::Retry(r) if r.starts_with("throttled")));
+    }
+
+    #[test]
+    fn the_clusters_error_object_and_noop_pass_through() {
+        let it = item("{\"update\":{\"_index\":\"a\",\"_id\":\"1\"}}\n{}\n");
+        let error = ItemError {
+            kind: "mapper_parsing_exception".into(),
+            reason: "failed".into(),
+            details: vec![
+                ("caused_by".into(), r#"{"type":"x","reason":"y"}"#.into()),
+                ("shard".into(), r#""0""#.into()),
+            ],
+        };
+        let failed = ItemOutcome::Failed {
+            reason: reason(400, "mapper_parsing_exception"),
+            whole_request: false,
+            error: Some(Box::new(error)),
+        };
+        let Verdict::Done { status, body } = verdict(&it, failed) else {
+            panic!()
+        };
+        assert_eq!(status, 400);
+        assert_eq!(
+            body["error"],
+            json!({"type":"mapper_parsing_exception","reason":"failed",
+                   "caused_by":{"type":"x","reason":"y"},"shard":"0"})
+        );
+        let noop = WrittenItem {
+            status: 200,
+            result: Written::Noop,
+            version: Some(2),
+            seq_no: Some(1),
+            primary_term: Some(1),
+            shards: Some(searchwire_bulk::Shards::default()),
+            forced_refresh: Some(true),
+            attempts: 1,
+        };
+        let Verdict::Done { body, .. } = verdict(&it, ItemOutcome::Written(noop)) else {
+            panic!()
+        };
+        assert_eq!(
+            Value::Object(body),
+            json!({"_index":"a","_id":"1","_version":2,"result":"noop","_seq_no":1,
+                   "_primary_term":1,"status":200,"forced_refresh":true,
+                   "_shards":{"total":0,"successful":0,"failed":0}})
+        );
     }
 
     #[test]

@@ -171,19 +171,10 @@ async fn bulk(shared: &Arc<Shared>, req: Request<Incoming>, index: Option<String
         match k.as_str() {
             "routing" => defaults.routing = Some(v),
             "pipeline" => defaults.pipeline = Some(v),
+            // The default: nothing to pass on (and the items keep sharing requests).
             "refresh" if v == "false" => {}
-            "refresh" => {
-                return Answer::error(
-                    StatusCode::BAD_REQUEST,
-                    "illegal_argument_exception",
-                    &format!(
-                        "refresh={v} is not supported by the searchwire relay: an item it queues \
-                         cannot be made searchable before the answer; leave refresh off (the \
-                         index's refresh_interval makes documents searchable)"
-                    ),
-                )
-            }
-            "timeout" | "wait_for_active_shards" => query.push((k, v)),
+            // Passed on as given; the cluster checks the values (a bad one is its 400).
+            "refresh" | "timeout" | "wait_for_active_shards" => query.push((k, v)),
             // Only shape the answer; the full answer is a superset every client reads.
             "filter_path" | "pretty" | "human" | "error_trace" | "_source" | "_source_includes"
             | "_source_excludes" => {}

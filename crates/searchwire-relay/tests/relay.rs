@@ -228,6 +228,163 @@ async fn throttled_and_unavailable_items_are_queued_then_delivered_once() {
     assert_eq!(q.stats().await.unwrap().dead_letters, 0);
 }
 
+/// The item objects of a live answer are the cluster's: `_shards`, `noop`, the whole error
+/// object (`caused_by`, `index`, `shard`, `index_uuid`), `not_found` with its version fields.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_items_are_answered_as_the_cluster_answered_them() {
+    let s = start(test_config(), plain_client).await;
+    s.bulk.mapping_error_marker("BAD");
+    let (status, v) = post_bulk(
+        s.addr,
+        "/logs/_bulk",
+        "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n{\"update\":{\"_id\":\"1\"}}\n{\"doc\":{\"n\":2}}\n",
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let shards = |n: u32| serde_json::json!({"total": n, "successful": n, "failed": 0});
+    assert_eq!(
+        item(&v, 0),
+        &serde_json::json!({"_index": "logs", "_id": "1", "_version": 1, "result": "created",
+            "_shards": shards(2), "_seq_no": 0, "_primary_term": 1, "status": 201})
+    );
+    let body = concat!(
+        "{\"update\":{\"_id\":\"1\"}}\n{\"doc\":{\"n\":2}}\n",
+        "{\"create\":{\"_id\":\"1\"}}\n{\"n\":3}\n",
+        "{\"delete\":{\"_id\":\"missing\"}}\n",
+        "{\"index\":{\"_id\":\"m\"}}\n{\"n\":\"BAD\"}\n",
+    );
+    let (status, v) = post_bulk(s.addr, "/logs/_bulk", body).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["errors"], true);
+    assert_eq!(
+        item(&v, 0),
+        &serde_json::json!({"_index": "logs", "_id": "1", "_version": 2, "result": "noop",
+            "_shards": shards(2), "_seq_no": 1, "_primary_term": 1, "status": 200}),
+        "an update that changes nothing is the cluster's noop, not updated"
+    );
+    assert_eq!(
+        item(&v, 1),
+        &serde_json::json!({"_index": "logs", "_id": "1", "status": 409, "error": {
+            "type": "version_conflict_engine_exception",
+            "reason": "[1]: version conflict, document already exists",
+            "index": "logs", "shard": "0", "index_uuid": "fake-index-uuid"}})
+    );
+    assert_eq!(
+        item(&v, 2),
+        &serde_json::json!({"_index": "logs", "_id": "missing", "_version": 1,
+            "result": "not_found", "_shards": shards(2), "_seq_no": 2, "_primary_term": 1,
+            "status": 404})
+    );
+    assert_eq!(
+        item(&v, 3),
+        &serde_json::json!({"_index": "logs", "_id": "m", "status": 400, "error": {
+            "type": "mapper_parsing_exception",
+            "reason": "failed to parse field [fake] of type [long]",
+            "caused_by": {"type": "illegal_argument_exception",
+                          "reason": "For input string: \"fake\""}}})
+    );
+    s.shutdown().await;
+}
+
+/// `refresh`, `timeout` and `wait_for_active_shards` go with the live `_bulk` that carries
+/// the client's items; `refresh=false` (the default) is not passed on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_parameters_reach_the_cluster_with_the_live_items() {
+    let s = start(test_config(), plain_client).await;
+    let (status, v) = post_bulk(
+        s.addr,
+        "/logs/_bulk?refresh=true&timeout=30s&wait_for_active_shards=2",
+        "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n",
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(item(&v, 0)["forced_refresh"], true, "{v}");
+    let (_, v) = post_bulk(
+        s.addr,
+        "/logs/_bulk?refresh=false",
+        "{\"index\":{\"_id\":\"2\"}}\n{\"n\":2}\n",
+    )
+    .await;
+    assert!(item(&v, 0).get("forced_refresh").is_none(), "{v}");
+    let params = |q: &Option<String>| -> Vec<String> {
+        q.as_deref()
+            .unwrap_or("")
+            .split('&')
+            .filter(|kv| !kv.starts_with("filter_path="))
+            .map(String::from)
+            .collect()
+    };
+    let queries = s.bulk.queries();
+    assert_eq!(queries.len(), 2, "{queries:?}");
+    assert_eq!(
+        params(&queries[0]),
+        ["refresh=true", "timeout=30s", "wait_for_active_shards=2"]
+    );
+    assert!(params(&queries[1]).is_empty(), "{queries:?}");
+    s.shutdown().await;
+}
+
+/// A value the cluster refuses is its 400 for the client's request; nothing is queued.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parameter_value_the_cluster_refuses_is_its_400_not_queued() {
+    let s = start(test_config(), plain_client).await;
+    let (status, v) = post_bulk(
+        s.addr,
+        "/logs/_bulk?wait_for_active_shards=bogus",
+        "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n",
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(
+        v,
+        serde_json::json!({"error": {"type": "illegal_argument_exception",
+            "reason": "failed to parse wait_for_active_shards [bogus]: not a number or all"},
+            "status": 400}),
+        "the cluster's own answer"
+    );
+    let (status, v) = post_bulk(
+        s.addr,
+        "/logs/_bulk?refresh=sometimes",
+        "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n",
+    )
+    .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(s.queue.stats().await.unwrap().backlog, 0, "nothing queued");
+    assert_eq!(s.bulk.count("logs"), 0);
+    s.shutdown().await;
+}
+
+/// A queued item's answer is exactly `_index`, `_id`, `result: queued`, `status: 200` (no
+/// version fields, `_shards` or `forced_refresh`: nothing is written yet), whatever the
+/// request's parameters; it is delivered later with the cluster's defaults.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_item_is_answered_queued_and_delivered_without_the_parameters() {
+    let s = start(test_config(), plain_client).await;
+    s.cluster.node(0).kill().await;
+    let (status, v) = post_bulk(
+        s.addr,
+        "/logs/_bulk?refresh=wait_for&wait_for_active_shards=all",
+        "{\"index\":{\"_id\":\"q\"}}\n{\"n\":1}\n",
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(
+        v["items"][0],
+        serde_json::json!({"index": {"_index": "logs", "_id": "q", "result": "queued", "status": 200}})
+    );
+    s.cluster.node(0).revive().await.unwrap();
+    s.drained().await;
+    assert_eq!(s.bulk.writes("logs", "q"), 1);
+    for q in s.bulk.queries() {
+        let q = q.unwrap_or_default();
+        assert!(
+            !q.contains("refresh=") && !q.contains("wait_for_active_shards="),
+            "{q}"
+        );
+    }
+    s.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unreachable_cluster_queues_everything_and_delivery_waits_for_it() {
     let s = start(test_config(), plain_client).await;
@@ -321,9 +478,6 @@ async fn bad_requests_are_refused_clearly() {
     let big = format!("{{\"index\":{{}}}}\n{{\"s\":\"{}\"}}\n", "x".repeat(300));
     let (status, v) = post_bulk(s.addr, "/logs/_bulk", &big).await;
     assert_eq!(status, 413, "{v}");
-    let (status, v) = post_bulk(s.addr, "/logs/_bulk?refresh=true", "{\"index\":{}}\n{}\n").await;
-    assert_eq!(status, 400);
-    assert!(v["error"]["reason"].as_str().unwrap().contains("refresh"));
     let (status, v) = post_bulk(s.addr, "/logs/_bulk?bogus=1", "{\"index\":{}}\n{}\n").await;
     assert_eq!(status, 400);
     assert!(v["error"]["reason"].as_str().unwrap().contains("[bogus]"));
