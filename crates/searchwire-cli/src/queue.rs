@@ -213,7 +213,11 @@ async fn deliver(queue: &Queue, a: &DeliverArgs, auth: crate::request::Auth) -> 
             return exit::USAGE;
         }
     };
-    let mut b = searchwire_bulk::BulkIndexer::builder(client.clone()).conflict_is_present(true);
+    // An item deadline, so a breaker that opens mid-run ends the run (rescheduled) instead
+    // of holding it past --timeout.
+    let mut b = searchwire_bulk::BulkIndexer::builder(client.clone())
+        .conflict_is_present(true)
+        .item_deadline(searchwire_bulk::defaults::INGEST_QUEUE_AFTER);
     if let Some(n) = a.concurrency {
         b = b.max_concurrency(usize::try_from(n).unwrap_or(usize::MAX));
     }
