@@ -222,8 +222,15 @@ impl RetrySink for QueueSink {
 /// The queued form of an item: its NDJSON action and source lines, as sent to `_bulk`.
 pub fn payload(item: &FailedItem) -> Result<Vec<u8>, String> {
     let mut action = item.action.clone();
-    // The item has its id already: this only encodes it.
-    action.prepare(IdScheme::UuidV7).map(|(l, _)| l.to_vec())
+    // The item has its id already: this only encodes it. `prepare` returns the action
+    // line; the source line follows it as it is.
+    let (head, _) = action.prepare(IdScheme::UuidV7)?;
+    let mut out = head.to_vec();
+    if let Some(src) = action.source_line() {
+        out.extend_from_slice(src);
+        out.push(b'\n');
+    }
+    Ok(out)
 }
 
 async fn append_loop(inner: Arc<Inner>, queue: Queue, fallback: Box<dyn DeadLetterSink>) {
