@@ -16,8 +16,15 @@ use searchwire_fake::{Behavior, FakeNode, Match, Recorded};
 /// botocore's version, pinned so the verifier does not move under the test.
 const BOTOCORE: &str = "botocore==1.44.8";
 
-/// A Python with botocore: a venv in the target directory, created once.
+/// A Python with botocore: a venv in the target directory, created once. The tests of this
+/// file run in parallel: one creates the venv while the others wait (three concurrent
+/// `venv --clear` of one directory fail on each other's files).
 fn botocore_python() -> PathBuf {
+    static PYTHON: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    PYTHON.get_or_init(make_botocore_venv).clone()
+}
+
+fn make_botocore_venv() -> PathBuf {
     let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("botocore-venv");
     let python = venv.join("bin").join("python");
     let ready = venv.join(".searchwire-ready");
