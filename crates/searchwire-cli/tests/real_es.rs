@@ -40,11 +40,7 @@ const SCRIPT: &str = concat!(
 const CLIENT_REQUIREMENT: &str = "elasticsearch>=8.14,<9";
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
+    real_support::runtime()
 }
 
 #[test]

@@ -91,11 +91,7 @@ fn ingest_is_exactly_once_through_a_node_kill_and_an_ingest_kill() {
     else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = real_support::runtime();
     let _restore = RestoreVictim(urls.clone());
     rt.block_on(async {
         let t0 = Instant::now();

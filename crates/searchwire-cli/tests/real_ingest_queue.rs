@@ -70,11 +70,7 @@ fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_
     let Some(urls) = OPENSEARCH.urls("real_ingest_queue") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = real_support::runtime();
     rt.block_on(async {
         let joined = urls.join(",");
         let client = Client::builder().nodes(urls.clone()).build().unwrap();

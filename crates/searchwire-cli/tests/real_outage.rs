@@ -165,11 +165,7 @@ fn an_ingest_during_a_full_outage_is_queued_then_delivered_once_in_priority_orde
     let Some(urls) = OPENSEARCH.urls("real_outage") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = real_support::runtime();
     rt.block_on(async {
         let t0 = Instant::now();
         let joined = urls.join(",");

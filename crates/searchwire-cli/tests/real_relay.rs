@@ -72,11 +72,7 @@ fn every_acknowledged_document_is_indexed_exactly_once_through_kills_and_restart
     let Some(urls) = OPENSEARCH.urls("real_relay") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = real_support::runtime();
     let _restore = RestartVictim;
     rt.block_on(async {
         let t0 = Instant::now();

@@ -150,11 +150,7 @@ fn the_relay_answers_bulk_requests_as_opensearch_does() {
     let Some(urls) = OPENSEARCH.urls("real_relay_fidelity") else {
         return;
     };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = real_support::runtime();
     rt.block_on(async {
         let client = Client::builder().nodes(urls.clone()).build().unwrap();
         steady_index(&client, DIRECT).await;

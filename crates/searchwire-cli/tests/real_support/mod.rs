@@ -111,6 +111,15 @@ pub fn write_docs(path: &Path, docs: usize) {
 }
 
 /// (Re)creates `index`: 3 shards, 1 replica, `id` keyword and `n` long; waits for green.
+/// The runtime every real-node test runs on: two workers, as the machine has two cores.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
 pub async fn create_index(client: &Client, index: &str) {
     let _ = client.send(Request::delete(format!("/{index}"))).await;
     client
