@@ -265,11 +265,11 @@ async fn append_batch(
     for item in batch {
         match payload(&item) {
             Ok(p) => {
-                let mut m = NewMessage::new(p)
+                let m = NewMessage::new(p)
                     .priority(inner.config.priority)
                     .max_retries(inner.config.max_retries)
-                    .index(item.action.index_name());
-                m.last_error = Some(truncate(&item.reason.to_string()));
+                    .index(item.action.index_name())
+                    .last_error(item.reason.to_string());
                 messages.push(m);
                 items.push(item);
             }
@@ -317,19 +317,6 @@ fn settle(inner: &Inner, seq: u64) {
     if let Ok(mut s) = inner.state.lock() {
         s.unsettled.remove(&seq);
     }
-}
-
-/// Error texts kept in the queue are cut to 4 KiB.
-fn truncate(s: &str) -> String {
-    const MAX: usize = 4096;
-    if s.len() <= MAX {
-        return s.to_owned();
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    s[..end].to_owned()
 }
 
 /// How [`deliver`] drains a queue.
@@ -482,7 +469,7 @@ async fn send_run(
         match settle {
             Settle::Dead(reason) => {
                 tracing::warn!(id = %lease.id(), reason = %reason, "dead letter: a queued item cannot be delivered");
-                if queue.dead_letter(lease, &truncate(&reason)).await? {
+                if queue.dead_letter(lease, &reason).await? {
                     report.dead_lettered += 1;
                 }
             }
@@ -492,7 +479,7 @@ async fn send_run(
                     class,
                     lease.message.attempts + 1,
                 ));
-                match queue.reschedule(lease, at, &truncate(&why)).await? {
+                match queue.reschedule(lease, at, &why).await? {
                     Rescheduled::DeadLettered => report.dead_lettered += 1,
                     _ => report.rescheduled += 1,
                 }

@@ -77,6 +77,23 @@ pub const MAX_PAYLOAD_BYTES: usize = 64 * 1024 * 1024;
 /// Largest `index` or `last_error` accepted: 64 KiB.
 pub const MAX_METADATA_BYTES: usize = 64 * 1024;
 
+/// Error texts (a message's `last_error`, a reschedule's error, a dead letter's reason) are
+/// kept up to this many bytes; a longer one is cut at a character boundary and ends in `…`.
+/// An error answer from a cluster can be megabytes; what an operator needs is its start.
+pub const MAX_ERROR_BYTES: usize = 4096;
+
+/// `error` cut to [`MAX_ERROR_BYTES`] (see there).
+pub(crate) fn bounded_error(error: &str) -> std::borrow::Cow<'_, str> {
+    if error.len() <= MAX_ERROR_BYTES {
+        return std::borrow::Cow::Borrowed(error);
+    }
+    let mut end = MAX_ERROR_BYTES;
+    while !error.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}…", &error[..end]))
+}
+
 /// What both backends share: lease timeout, consumer name, clock.
 #[derive(Debug, Clone)]
 pub struct QueueOptions {
@@ -222,13 +239,15 @@ impl Queue {
         retry_at: Timestamp,
         error: &str,
     ) -> Result<Rescheduled> {
-        dispatch!(self.reschedule(lease, retry_at, error))
+        let error = bounded_error(error);
+        dispatch!(self.reschedule(lease, retry_at, &error))
     }
 
-    /// Moves a leased message to the dead letters now, with `reason`. `false` (nothing
-    /// changed) if the lease is no longer current.
+    /// Moves a leased message to the dead letters now, with `reason` (cut to
+    /// [`MAX_ERROR_BYTES`]). `false` (nothing changed) if the lease is no longer current.
     pub async fn dead_letter(&self, lease: &Lease, reason: &str) -> Result<bool> {
-        dispatch!(self.dead_letter(lease, reason))
+        let reason = bounded_error(reason);
+        dispatch!(self.dead_letter(lease, &reason))
     }
 
     /// Shutdown: every message this consumer holds goes back to the queue, due at its old

@@ -120,9 +120,13 @@ impl NewMessage {
         self
     }
 
-    /// With this reason for being queued.
+    /// With this reason for being queued (cut to [`MAX_ERROR_BYTES`](crate::MAX_ERROR_BYTES)).
     pub fn last_error(mut self, error: impl Into<String>) -> Self {
-        self.last_error = Some(error.into());
+        let error = error.into();
+        self.last_error = Some(match crate::bounded_error(&error) {
+            std::borrow::Cow::Borrowed(_) => error,
+            std::borrow::Cow::Owned(cut) => cut,
+        });
         self
     }
 }

@@ -8,7 +8,9 @@ mod support;
 
 use std::time::Duration;
 
-use searchwire_queue::{Appended, ErrorKind, MessageId, NewMessage, Queue, Rescheduled, Selection};
+use searchwire_queue::{
+    Appended, ErrorKind, MessageId, NewMessage, Queue, Rescheduled, Selection, MAX_ERROR_BYTES,
+};
 use support::{Backend, Ctx, LEASE};
 
 fn msg(payload: &str) -> NewMessage {
@@ -522,6 +524,28 @@ async fn bad_input_is_refused_and_nothing_is_stored(b: Backend) {
     assert!(q.with_consumer("has space").is_err());
 }
 
+async fn long_error_texts_are_kept_cut_at_a_character_boundary(b: Backend) {
+    let Some(c) = Ctx::new(b).await else { return };
+    let q = c.q();
+    // 100 KB of two-byte characters after one ASCII byte: no cut at MAX_ERROR_BYTES falls on
+    // a boundary by luck, and the whole is above the 64 KiB metadata limit.
+    let long = format!("x{}", "é".repeat(50_000));
+    let cut = |s: &str| {
+        assert!(s.ends_with('…'), "{}", &s[..40]);
+        assert!(s.len() <= MAX_ERROR_BYTES + '…'.len_utf8(), "{}", s.len());
+        assert!(s.len() > MAX_ERROR_BYTES - 2, "{}", s.len());
+        assert!(long.starts_with(s.trim_end_matches('…')));
+    };
+    append(q, vec![msg("a").last_error(long.clone()).max_retries(5)]).await;
+    let l = q.lease(1).await.unwrap().remove(0);
+    cut(l.message.last_error.as_deref().unwrap());
+    q.reschedule(&l, c.at(0), &long).await.unwrap();
+    let l = q.lease(1).await.unwrap().remove(0);
+    cut(l.message.last_error.as_deref().unwrap());
+    assert!(q.dead_letter(&l, &long).await.unwrap());
+    cut(&q.dead_letters(None, 10).await.unwrap()[0].reason);
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         mod embedded {
@@ -561,4 +585,5 @@ conformance!(
     list_pages_through_queued_messages_by_id,
     reopening_after_a_crash_keeps_queued_leased_and_dead_messages,
     bad_input_is_refused_and_nothing_is_stored,
+    long_error_texts_are_kept_cut_at_a_character_boundary,
 );

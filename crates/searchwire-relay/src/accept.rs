@@ -125,7 +125,7 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
                     .retry_at(retry_at)
                     .max_retries(cfg.max_retries)
                     .index(item.index())
-                    .last_error(truncate(reason)),
+                    .last_error(reason.as_str()),
             );
         }
     }
@@ -219,17 +219,4 @@ fn queued_item(item: &Item) -> Map<String, Value> {
     m.insert("result".into(), Value::String(QUEUED.into()));
     m.insert("status".into(), json!(200));
     m
-}
-
-/// Error text kept with a queued message: bounded (the queue refuses more than 64 KiB).
-pub(crate) fn truncate(s: &str) -> String {
-    const MAX: usize = 1024;
-    if s.len() <= MAX {
-        return s.to_owned();
-    }
-    let mut end = MAX;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
 }

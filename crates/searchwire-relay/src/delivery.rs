@@ -32,7 +32,6 @@ use searchwire_queue::{Lease, MessageId};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 
-use crate::accept::truncate;
 use crate::ndjson::{self, Defaults, Item};
 use crate::send::{self, Verdict};
 use crate::state::Shared;
@@ -187,7 +186,7 @@ async fn settle(shared: &Shared, batch: Vec<(Lease, Item)>, pending: Vec<send::P
                     body.get("error").map(|e| e.to_string()).unwrap_or_default()
                 );
                 tracing::warn!(id = %lease.id(), index = lease.message.index.as_deref().unwrap_or(""), reason = %reason, "dead letter: the cluster refused a queued item for good");
-                match shared.queue.dead_letter(lease, &truncate(&reason)).await {
+                match shared.queue.dead_letter(lease, &reason).await {
                     Ok(_) => dead += 1,
                     Err(e) => {
                         tracing::warn!(error = %e, id = %lease.id(), "cannot dead-letter a message")
@@ -209,7 +208,7 @@ async fn settle(shared: &Shared, batch: Vec<(Lease, Item)>, pending: Vec<send::P
             .clock
             .now()
             .saturating_add(shared.config.retry_delay(lease.message.attempts + 1));
-        match shared.queue.reschedule(lease, at, &truncate(&again)).await {
+        match shared.queue.reschedule(lease, at, &again).await {
             Ok(searchwire_queue::Rescheduled::DeadLettered) => dead += 1,
             Ok(_) => retried += 1,
             Err(e) => {
