@@ -14,9 +14,11 @@ mod real_support;
 use std::process::Stdio;
 use std::time::Duration;
 
-use real_support::{cluster_cmd, ResumeAll, BIN, OPENSEARCH};
+use real_support::{
+    cluster_cmd, create_ordered_index, landed, settled_count, Landed, ResumeAll, BIN, OPENSEARCH,
+};
 use searchwire::{Client, Request};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const INDEX: &str = "sw-ingest-queue";
 const N: usize = 10_000;
@@ -41,30 +43,6 @@ async fn run(args: &[&str]) -> Value {
     serde_json::from_str(text.lines().last().unwrap()).unwrap()
 }
 
-/// `(n, _seq_no)` of every document with `p` = `name`, by `n`.
-async fn written(client: &Client, name: &str) -> Vec<(u64, u64)> {
-    let resp = client
-        .send(Request::post(format!("/{INDEX}/_search")).json(&json!({
-            "size": N, "version": true, "seq_no_primary_term": true,
-            "query": {"term": {"p": name}}, "sort": [{"n": "asc"}]
-        })))
-        .await
-        .unwrap();
-    let v: Value = serde_json::from_slice(resp.body()).unwrap();
-    v["hits"]["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            assert_eq!(h["_version"], 1, "written once: {h}");
-            (
-                h["_source"]["n"].as_u64().unwrap(),
-                h["_seq_no"].as_u64().unwrap(),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_order() {
     let Some(urls) = OPENSEARCH.urls("real_ingest_queue") else {
@@ -74,14 +52,7 @@ fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_
     rt.block_on(async {
         let joined = urls.join(",");
         let client = Client::builder().nodes(urls.clone()).build().unwrap();
-        let _ = client.send(Request::delete(format!("/{INDEX}"))).await;
-        client
-            .send(Request::put(format!("/{INDEX}")).json(&json!({
-                "settings": {"number_of_shards": 1, "number_of_replicas": 1},
-                "mappings": {"properties": {"p": {"type": "keyword"}, "n": {"type": "long"}}}
-            })))
-            .await
-            .unwrap();
+        create_ordered_index(&client, INDEX).await;
         let dir = tempfile::tempdir().unwrap();
         let queue = dir.path().join("queue");
         let q = queue.to_str().unwrap();
@@ -136,32 +107,17 @@ fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_
         drop(resume); // every node resumes
 
         // What the stopped nodes had in their socket buffers lands now: wait until it did.
-        let mut before = u64::MAX;
-        loop {
-            let _ = client
-                .send(Request::post(format!("/{INDEX}/_refresh")))
-                .await;
-            let c = client
-                .send(Request::get(format!("/{INDEX}/_count")))
+        let pre = settled_count(&client, INDEX, Duration::from_millis(500)).await;
+        // The `_seq_no` above which delivery wrote.
+        let mut pre_max = None;
+        for name in ["lo", "hi"] {
+            let top = landed(&client, INDEX, name)
                 .await
-                .ok()
-                .and_then(|r| serde_json::from_slice::<Value>(r.body()).ok())
-                .and_then(|v| v["count"].as_u64());
-            if let Some(c) = c {
-                if c == before {
-                    break;
-                }
-                before = c;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
+                .iter()
+                .map(|d| d.seq_no)
+                .max();
+            pre_max = pre_max.max(top);
         }
-        let pre = written(&client, "lo").await.len() + written(&client, "hi").await.len();
-        let pre_max = if pre == 0 {
-            None
-        } else {
-            let all = [written(&client, "lo").await, written(&client, "hi").await].concat();
-            all.iter().map(|(_, s)| *s).max()
-        };
 
         let r = run(&[
             "queue",
@@ -181,12 +137,20 @@ fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_
             .send(Request::post(format!("/{INDEX}/_refresh")))
             .await
             .unwrap();
-        let (lo, hi) = (written(&client, "lo").await, written(&client, "hi").await);
-        assert_eq!(lo.len(), N);
-        assert_eq!(hi.len(), N);
-        let by_delivery = |v: &[(u64, u64)]| -> Vec<u64> {
+        let (lo, hi) = (
+            landed(&client, INDEX, "lo").await,
+            landed(&client, INDEX, "hi").await,
+        );
+        for (name, docs) in [("lo", &lo), ("hi", &hi)] {
+            assert_eq!(docs.len(), N);
+            for (i, d) in docs.iter().enumerate() {
+                assert_eq!(d.id, format!("{name}-{i:05}"));
+                assert_eq!(d.version, 1, "written once: {d:?}");
+            }
+        }
+        let by_delivery = |v: &[Landed]| -> Vec<u64> {
             v.iter()
-                .map(|(_, s)| *s)
+                .map(|d| d.seq_no)
                 .filter(|s| pre_max.is_none_or(|m| *s > m))
                 .collect()
         };
@@ -194,8 +158,11 @@ fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_
         // Within a priority, a throttled item retried by class goes behind (the test nodes
         // have a write queue of 1): count the documents written after a later arrival.
         let behind = |v: &[u64]| v.windows(2).filter(|w| w[0] > w[1]).count();
-        if let (Some(h), Some(l)) = (hi_d.last(), lo_d.first()) {
-            assert!(h < l, "high priority first");
+        if let (Some(h), Some(l)) = (hi_d.iter().max(), lo_d.iter().min()) {
+            assert!(
+                h < l,
+                "high priority first: a low document at {l}, a high one at {h}"
+            );
         }
         eprintln!(
             "{pre} documents landed from the stopped nodes' buffers; delivery wrote {} high \

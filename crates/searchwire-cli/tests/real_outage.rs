@@ -29,12 +29,15 @@ mod relay_support;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use real_support::{cluster_cmd, ResumeAll, OPENSEARCH};
+use real_support::{
+    cluster_cmd, create_ordered_index, landed, refreshed_count, settled_count, Landed, ResumeAll,
+    OPENSEARCH,
+};
 use relay_support::{
     free_port, health, http, http_with, spawn_relay, terminate, wait_drained, BIN,
 };
 use searchwire::{Client, Request};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::time::Instant;
 
 const INDEX: &str = "sw-outage";
@@ -99,30 +102,6 @@ fn lease_order(dir: &std::path::Path) -> HashMap<String, usize> {
         .collect()
 }
 
-/// `(id, _seq_no, _version)` of every document with `p` = `name`, by arrival number.
-async fn written(client: &Client, name: &str) -> Vec<(String, u64, u64)> {
-    let resp = client
-        .send(Request::post(format!("/{INDEX}/_search")).json(&json!({
-            "size": 10_000, "version": true, "seq_no_primary_term": true,
-            "query": {"term": {"p": name}}, "sort": [{"n": "asc"}]
-        })))
-        .await
-        .unwrap();
-    let v: Value = serde_json::from_slice(resp.body()).unwrap();
-    v["hits"]["hits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            (
-                h["_id"].as_str().unwrap().to_owned(),
-                h["_seq_no"].as_u64().unwrap(),
-                h["_version"].as_u64().unwrap(),
-            )
-        })
-        .collect()
-}
-
 /// Documents written after some document that arrived more than [`WINDOW`] places later.
 fn late_beyond_window(seq: &[u64]) -> usize {
     // suffix[i] = the smallest seq_no from position i on.
@@ -133,23 +112,6 @@ fn late_beyond_window(seq: &[u64]) -> usize {
     (0..seq.len())
         .filter(|&i| i + WINDOW < seq.len() && suffix[i + WINDOW] < seq[i])
         .count()
-}
-
-/// The index's document count after a refresh.
-async fn count(client: &Client) -> u64 {
-    client
-        .send(Request::post(format!("/{INDEX}/_refresh")))
-        .await
-        .unwrap();
-    let v: Value = serde_json::from_slice(
-        client
-            .send(Request::get(format!("/{INDEX}/_count")))
-            .await
-            .unwrap()
-            .body(),
-    )
-    .unwrap();
-    v["count"].as_u64().unwrap()
 }
 
 fn retried_items(metrics: &str) -> u64 {
@@ -170,14 +132,7 @@ fn an_ingest_during_a_full_outage_is_queued_then_delivered_once_in_priority_orde
         let t0 = Instant::now();
         let joined = urls.join(",");
         let client = Client::builder().nodes(urls.clone()).build().unwrap();
-        let _ = client.send(Request::delete(format!("/{INDEX}"))).await;
-        client
-            .send(Request::put(format!("/{INDEX}")).json(&json!({
-                "settings": {"number_of_shards": 1, "number_of_replicas": 1},
-                "mappings": {"properties": {"p": {"type": "keyword"}, "n": {"type": "long"}}}
-            })))
-            .await
-            .unwrap();
+        create_ordered_index(&client, INDEX).await;
         let dir = tempfile::tempdir().unwrap();
         let relay = spawn_relay(&joined, dir.path(), free_port(), &["--live-budget", "2s"]).await;
 
@@ -252,18 +207,10 @@ fn an_ingest_during_a_full_outage_is_queued_then_delivered_once_in_priority_orde
             .unwrap();
 
         // Wait until what was sent during the outage has landed (the count stops moving).
-        let mut last = u64::MAX;
-        loop {
-            let now = count(&client).await;
-            if now == last {
-                break;
-            }
-            last = now;
-            tokio::time::sleep(Duration::from_secs(2)).await;
-        }
+        settled_count(&client, INDEX, Duration::from_secs(2)).await;
         let mut before: HashSet<String> = HashSet::new();
         for name in ["hi", "lo"] {
-            before.extend(written(&client, name).await.into_iter().map(|d| d.0));
+            before.extend(landed(&client, INDEX, name).await.into_iter().map(|d| d.id));
         }
         eprintln!("{} documents landed from requests sent during the outage", before.len());
 
@@ -277,30 +224,33 @@ fn an_ingest_during_a_full_outage_is_queued_then_delivered_once_in_priority_orde
         let retried = retried_items(&metrics);
         assert_eq!(terminate(relay).await, Some(0));
 
-        assert_eq!(count(&client).await, 20_000);
-        let (high, low) = (written(&client, "hi").await, written(&client, "lo").await);
+        assert_eq!(refreshed_count(&client, INDEX).await, 20_000);
+        let (high, low) = (
+            landed(&client, INDEX, "hi").await,
+            landed(&client, INDEX, "lo").await,
+        );
         for (name, docs) in [("hi", &high), ("lo", &low)] {
             assert_eq!(docs.len(), 10_000);
-            for (n, (id, _, version)) in docs.iter().enumerate() {
-                assert_eq!(id, &format!("{name}-{n:05}"));
-                assert_eq!(*version, 1, "{id} written more than once");
+            for (n, d) in docs.iter().enumerate() {
+                assert_eq!(d.id, format!("{name}-{n:05}"));
+                assert_eq!(d.version, 1, "{} written more than once", d.id);
             }
         }
         // What delivery wrote, in arrival order.
-        let delivered = |d: &[(String, u64, u64)]| -> Vec<(String, u64, u64)> {
-            d.iter().filter(|x| !before.contains(&x.0)).cloned().collect()
+        let delivered = |d: &[Landed]| -> Vec<Landed> {
+            d.iter().filter(|x| !before.contains(&x.id)).cloned().collect()
         };
         let (high, low) = (delivered(&high), delivered(&low));
-        let last_high = high.iter().map(|d| d.1).max().unwrap_or(0);
-        let first_low = low.iter().map(|d| d.1).min().unwrap_or(u64::MAX);
+        let last_high = high.iter().map(|d| d.seq_no).max().unwrap_or(0);
+        let first_low = low.iter().map(|d| d.seq_no).min().unwrap_or(u64::MAX);
         assert!(
             last_high < first_low,
             "a low-priority document ({first_low}) before a high one ({last_high})"
         );
         // Within a priority, in lease order (retry_at, then arrival: a message the first relay
         // tried and rescheduled during the outage comes after later arrivals).
-        let seq = |d: &[(String, u64, u64)]| {
-            let mut v: Vec<(usize, u64)> = d.iter().map(|x| (order[&x.0], x.1)).collect();
+        let seq = |d: &[Landed]| {
+            let mut v: Vec<(usize, u64)> = d.iter().map(|x| (order[&x.id], x.seq_no)).collect();
             v.sort();
             v.into_iter().map(|x| x.1).collect::<Vec<u64>>()
         };

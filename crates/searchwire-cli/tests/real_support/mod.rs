@@ -137,6 +137,77 @@ pub async fn create_index(client: &Client, index: &str) {
         .unwrap();
 }
 
+/// The index of the ordered-delivery tests: one shard (so `_seq_no` is the order the cluster
+/// applied the writes in), one replica, `p` (the priority's name) and `n` (arrival number).
+pub async fn create_ordered_index(client: &Client, index: &str) {
+    let _ = client.send(Request::delete(format!("/{index}"))).await;
+    client
+        .send(Request::put(format!("/{index}")).json(&json!({
+            "settings": {"number_of_shards": 1, "number_of_replicas": 1},
+            "mappings": {"properties": {"p": {"type": "keyword"}, "n": {"type": "long"}}}
+        })))
+        .await
+        .unwrap();
+}
+
+/// A document of an ordered-delivery index, as written.
+#[derive(Clone, Debug)]
+pub struct Landed {
+    /// `_id`.
+    pub id: String,
+    /// Its arrival number (`n`).
+    pub n: u64,
+    /// `_seq_no`: when the one shard applied it.
+    pub seq_no: u64,
+    /// `_version`: 1 when written once.
+    pub version: u64,
+}
+
+/// Every document (up to 10,000) with `p` = `name`, by arrival number.
+pub async fn landed(client: &Client, index: &str, name: &str) -> Vec<Landed> {
+    let resp = client
+        .send(Request::post(format!("/{index}/_search")).json(&json!({
+            "size": 10_000, "version": true, "seq_no_primary_term": true,
+            "query": {"term": {"p": name}}, "sort": [{"n": "asc"}]
+        })))
+        .await
+        .unwrap();
+    let v: Value = serde_json::from_slice(resp.body()).unwrap();
+    v["hits"]["hits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| Landed {
+            id: h["_id"].as_str().unwrap().to_owned(),
+            n: h["_source"]["n"].as_u64().unwrap(),
+            seq_no: h["_seq_no"].as_u64().unwrap(),
+            version: h["_version"].as_u64().unwrap(),
+        })
+        .collect()
+}
+
+/// The count after a refresh, once two readings `every` apart agree: what nodes that were
+/// stopped still had in their socket buffers has landed by then.
+pub async fn settled_count(client: &Client, index: &str, every: Duration) -> u64 {
+    let mut last = None;
+    loop {
+        let now = refreshed_count(client, index).await;
+        if last == Some(now) {
+            return now;
+        }
+        last = Some(now);
+        tokio::time::sleep(every).await;
+    }
+}
+
+/// The count after a refresh: every write acknowledged before it is counted.
+pub async fn refreshed_count(client: &Client, index: &str) -> u64 {
+    let _ = client
+        .send(Request::post(format!("/{index}/_refresh")))
+        .await;
+    count(client, index).await
+}
+
 pub async fn count(client: &Client, index: &str) -> u64 {
     match client.send(Request::get(format!("/{index}/_count"))).await {
         Ok(r) => r
