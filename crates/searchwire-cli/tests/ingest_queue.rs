@@ -166,7 +166,7 @@ async fn a_failing_cluster_queues_everything_and_delivery_drains_it_high_priorit
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_while_queueing_then_resume_queues_each_document_exactly_once() {
+async fn kill_9_at_a_random_moment_while_queueing_then_resume_queues_each_document_exactly_once() {
     let cluster = FakeCluster::start(1).await.unwrap();
     let bulk = FakeBulk::new();
     bulk.install(&cluster);
@@ -214,6 +214,16 @@ async fn kill_9_while_queueing_then_resume_queues_each_document_exactly_once() {
         .kill_on_drop(true)
         .spawn()
         .unwrap();
+    // The kill lands at a random point between a tenth and three quarters of the input
+    // (seeded; the seed is printed, and SEARCHWIRE_KILL_SEED replays a run).
+    let seed = std::env::var("SEARCHWIRE_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    let kill_at = total * fastrand::Rng::with_seed(seed).u64(10..=75) / 100;
+    eprintln!(
+        "SEARCHWIRE_KILL_SEED={seed}: SIGKILL once the checkpoint passes byte {kill_at} of {total}"
+    );
     let reached = tokio::time::timeout(Duration::from_secs(30), async {
         loop {
             let off = std::fs::read_to_string(&cp)
@@ -221,7 +231,7 @@ async fn kill_9_while_queueing_then_resume_queues_each_document_exactly_once() {
                 .and_then(|t| serde_json::from_str::<Value>(&t).ok())
                 .and_then(|c| c["offset"].as_u64())
                 .unwrap_or(0);
-            if off > total / 4 {
+            if off > kill_at {
                 assert!(off < total, "finished before the kill; slow the fake down");
                 return;
             }
