@@ -30,6 +30,7 @@ use crate::exit;
 use crate::ingest_parse::{trim_line, Line, LineParser, ParseSpec};
 use crate::output;
 use crate::request::{connect, start, Auth};
+use crate::signals::Signals;
 
 /// Exit code after Ctrl-C (128 + SIGINT, as shells report it).
 pub const INTERRUPTED: u8 = 130;
@@ -446,6 +447,9 @@ pub async fn run(a: IngestArgs, auth: Auth) -> u8 {
 }
 
 async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
+    // Ctrl-C (SIGINT), or SIGTERM (a service manager stopping the ingest): registered
+    // before anything is sent, so either one always means the clean stop.
+    let mut signals = Signals::install();
     let docs = match a.format {
         Format::Docs if a.index.is_none() => {
             return Err("--format docs needs --index NAME".into());
@@ -659,7 +663,7 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         tokio::pin!(read);
         tokio::select! {
             r = &mut read => r,
-            _ = stop_signal() => {
+            _ = signals.recv() => {
                 interrupted = true;
                 output::error_message("interrupted: delivering what was read, then stopping (Ctrl-C again to quit now)");
                 Ok(0)
@@ -669,7 +673,7 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
     let lines = shared.lines.load(Ordering::Relaxed);
     let stats = tokio::select! {
         s = ix.close() => s,
-        _ = stop_signal() => {
+        _ = signals.recv() => {
             output::error_message("interrupted again: quitting; the checkpoint covers what was acknowledged");
             reporter.abort();
             final_checkpoint(&ix, &shared, a.resume.as_deref());
@@ -733,22 +737,6 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
     } else {
         exit::SUCCESS
     })
-}
-
-/// Ctrl-C (SIGINT), or SIGTERM (a service manager stopping the ingest) on Unix.
-async fn stop_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 fn read_checkpoint(path: &Path) -> Result<Option<Checkpoint>, String> {

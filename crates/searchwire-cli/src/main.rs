@@ -30,6 +30,7 @@ mod output;
 mod queue;
 mod relay;
 mod request;
+mod signals;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

@@ -17,6 +17,7 @@ use crate::exit;
 use crate::ingest::parse_positive_duration;
 use crate::output;
 use crate::request::{connect, Auth};
+use crate::signals::Signals;
 
 /// The consumer name of an embedded queue (one owner at a time).
 const EMBEDDED_CONSUMER: &str = "relay";
@@ -216,7 +217,7 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
         .map_or_else(|_| a.listen.to_string(), |x| x.to_string());
     // One line on stderr that scripts wait for.
     output::stderr(&format!("searchwire relay listening on http://{addr}\n"));
-    let report = relay.run(signals.first()).await;
+    let report = relay.run(first_signal(signals)).await;
     output::stderr(&format!(
         "searchwire relay stopped: {} leased messages released, delivery {}, connections {}\n",
         report.released,
@@ -262,43 +263,13 @@ async fn open_queue(a: &RelayArgs) -> Result<Queue, String> {
         .map_err(|e| format!("cannot open the queue in {}: {e}", dir.display()))
 }
 
-/// SIGTERM and SIGINT, registered when created (tokio registers a signal when its stream is
-/// made, not when it is first polled).
-struct Signals(Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>);
-
-impl Signals {
-    fn install() -> Self {
-        use tokio::signal::unix::{signal, SignalKind};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(term), Ok(int)) => Signals(Some((term, int))),
-            _ => {
-                output::error_message("cannot install the signal handlers: stop the relay with SIGKILL (nothing acknowledged is lost)");
-                Signals(None)
-            }
-        }
-    }
-
-    /// Completes on the first SIGTERM or SIGINT, and arms the second one: it exits at once.
-    async fn first(self) {
-        let Some((mut term, mut int)) = self.0 else {
-            std::future::pending::<()>().await;
-            return;
-        };
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
-        }
-        output::stderr("searchwire relay: shutting down (a second signal exits at once)\n");
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = term.recv() => {}
-                _ = int.recv() => {}
-            }
-            output::stderr("searchwire relay: second signal, exiting now\n");
-            std::process::exit(i32::from(FORCED));
-        });
-    }
+/// Completes on the first SIGTERM or SIGINT, and arms the second one: it exits at once.
+async fn first_signal(mut signals: Signals) {
+    signals.recv().await;
+    output::stderr("searchwire relay: shutting down (a second signal exits at once)\n");
+    tokio::spawn(async move {
+        signals.recv().await;
+        output::stderr("searchwire relay: second signal, exiting now\n");
+        std::process::exit(i32::from(FORCED));
+    });
 }
