@@ -26,6 +26,7 @@
 //! One process owns a data directory at a time (redb locks the file); to share a queue between
 //! processes or machines, use the Redis backend.
 
+mod state;
 mod tables;
 
 use std::path::{Path, PathBuf};
@@ -33,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use redb::{Database, Durability, ReadableTable, ReadableTableMetadata};
+use redb::{Database, Durability};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::error::{Error, ErrorKind, Result};
@@ -42,7 +43,7 @@ use crate::message::{
     Stats,
 };
 use crate::{record, QueueOptions, Timestamp};
-use tables::Tables;
+use state::{State, Txn};
 
 /// The file inside the data directory.
 pub const DB_FILE: &str = "queue.redb";
@@ -81,7 +82,7 @@ pub(crate) fn storage(e: impl Into<redb::Error>) -> Error {
 /// A job for the writer: runs inside a shared transaction, answers after the commit.
 trait Job: Send {
     /// Runs the job; `false` when it failed (its error is kept for `finish`).
-    fn run(&mut self, t: &mut Tables<'_>) -> bool;
+    fn run(&mut self, t: &mut Txn<'_, '_>) -> bool;
     /// Answers the caller: the job's own result if the commit succeeded, else the commit error.
     fn finish(self: Box<Self>, commit: &Result<()>);
 }
@@ -92,8 +93,8 @@ struct Task<T, F> {
     reply: oneshot::Sender<Result<T>>,
 }
 
-impl<T: Send, F: FnMut(&mut Tables<'_>) -> Result<T> + Send> Job for Task<T, F> {
-    fn run(&mut self, t: &mut Tables<'_>) -> bool {
+impl<T: Send, F: FnMut(&mut Txn<'_, '_>) -> Result<T> + Send> Job for Task<T, F> {
+    fn run(&mut self, t: &mut Txn<'_, '_>) -> bool {
         let r = (self.f)(t);
         let ok = r.is_ok();
         self.out = Some(r);
@@ -114,6 +115,9 @@ struct Inner {
     tx: Mutex<Option<mpsc::UnboundedSender<Box<dyn Job>>>>,
     writer: Mutex<Option<JoinHandle<()>>>,
     db: Mutex<Option<Arc<Database>>>,
+    /// The in-memory indexes; the writer holds the lock from a group's first job to its
+    /// commit, so a reader sees only committed state.
+    state: Arc<Mutex<State>>,
     commits: Arc<AtomicU64>,
     dir: PathBuf,
 }
@@ -160,18 +164,19 @@ impl EmbeddedQueue {
             // Create every table so readers never meet a missing one.
             let txn = db.begin_write().map_err(storage)?;
             tables::prepare(&txn, &path)?;
-            Tables::open(&txn)?.close()?;
             txn.commit().map_err(storage)?;
         }
+        let state = Arc::new(Mutex::new(State::load(&db.begin_read().map_err(storage)?)?));
         let (tx, rx) = mpsc::unbounded_channel();
         let commits = Arc::new(AtomicU64::new(0));
         let writer = {
             let db = Arc::clone(&db);
             let commits = Arc::clone(&commits);
+            let state = Arc::clone(&state);
             let max_group = config.max_group;
             std::thread::Builder::new()
                 .name("searchwire-queue-writer".into())
-                .spawn(move || writer_loop(&db, rx, max_group, &commits))
+                .spawn(move || writer_loop(&db, &state, rx, max_group, &commits))
                 .map_err(|e| {
                     Error::with_source(
                         ErrorKind::Storage,
@@ -185,6 +190,7 @@ impl EmbeddedQueue {
                 tx: Mutex::new(Some(tx)),
                 writer: Mutex::new(Some(writer)),
                 db: Mutex::new(Some(db)),
+                state,
                 commits,
                 dir: config.dir,
             }),
@@ -231,7 +237,7 @@ impl EmbeddedQueue {
     async fn write<T, F>(&self, f: F) -> Result<T>
     where
         T: Send + 'static,
-        F: FnMut(&mut Tables<'_>) -> Result<T> + Send + 'static,
+        F: FnMut(&mut Txn<'_, '_>) -> Result<T> + Send + 'static,
     {
         let (reply, rx) = oneshot::channel();
         let job: Box<dyn Job> = Box::new(Task {
@@ -327,30 +333,49 @@ impl EmbeddedQueue {
     /// See [`Queue::stats`](crate::Queue::stats).
     pub async fn stats(&self) -> Result<Stats> {
         let now = self.now();
-        self.read(move |txn| {
-            let messages = txn.open_table(tables::MESSAGES).map_err(storage)?;
-            let schedule = txn.open_table(tables::SCHEDULE).map_err(storage)?;
-            let leased = txn.open_table(tables::LEASED).map_err(storage)?;
-            let dead = txn.open_table(tables::DEAD).map_err(storage)?;
-            let oldest = match messages.first().map_err(storage)? {
-                Some((_, v)) => Some(record::decode(v.value())?.enqueued_at),
-                None => None,
-            };
-            Ok(Stats {
-                backlog: tables::len(&messages)?,
-                due: tables::count_due(&schedule, now)?,
-                leased: leased.len().map_err(storage)?,
-                oldest_age: oldest.map(|t| now.saturating_duration_since(t)),
-                dead_letters: dead.len().map_err(storage)?,
-            })
-        })
-        .await
+        let state = self.state()?;
+        // The writer holds the lock through a commit: wait for it off the runtime.
+        tokio::task::spawn_blocking(move || lock(&state).stats(now))
+            .await
+            .map_err(|_| Error::new(ErrorKind::Storage, "a queue read panicked"))
     }
 
     /// See [`Queue::list`](crate::Queue::list).
     pub async fn list(&self, after: Option<MessageId>, limit: usize) -> Result<Vec<Message>> {
-        self.page(tables::MESSAGES, after, limit, record::decode)
-            .await
+        let db = lock(&self.inner.db).clone().ok_or_else(Error::closed)?;
+        let state = self.state()?;
+        tokio::task::spawn_blocking(move || {
+            // Where the page's messages are, and a snapshot of the file taken under the same
+            // lock: both show the same commit.
+            let (at, txn) = {
+                let st = lock(&state);
+                let start = after.map_or(0, |a| a.0.saturating_add(1));
+                let at: Vec<(u64, u32)> = st
+                    .by_id
+                    .range(start..)
+                    .take(limit)
+                    .map(|(_, l)| (l.seg, l.slot))
+                    .collect();
+                (at, db.begin_read().map_err(storage)?)
+            };
+            let bodies = txn.open_table(tables::BODIES).map_err(storage)?;
+            let mut out = Vec::with_capacity(at.len());
+            let mut body: Option<(u64, redb::AccessGuard<'_, &[u8]>)> = None;
+            for (seg, slot) in at {
+                if body.as_ref().is_none_or(|(s, _)| *s != seg) {
+                    let b = bodies.get(seg).map_err(storage)?.ok_or_else(|| {
+                        Error::corrupt(format!("segment {seg} has live messages but no body"))
+                    })?;
+                    body = Some((seg, b));
+                }
+                if let Some((_, b)) = &body {
+                    out.push(record::decode(tables::body_slot(seg, b.value(), slot)?)?);
+                }
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|_| Error::new(ErrorKind::Storage, "a queue read panicked"))?
     }
 
     /// See [`Queue::dead_letters`](crate::Queue::dead_letters).
@@ -359,28 +384,24 @@ impl EmbeddedQueue {
         after: Option<MessageId>,
         limit: usize,
     ) -> Result<Vec<DeadLetter>> {
-        self.page(tables::DEAD, after, limit, record::decode_dead)
-            .await
-    }
-
-    /// Up to `limit` records of an id-keyed table after `after`, decoded.
-    async fn page<T: Send + 'static>(
-        &self,
-        table: redb::TableDefinition<'static, u64, &'static [u8]>,
-        after: Option<MessageId>,
-        limit: usize,
-        decode: fn(&[u8]) -> Result<T>,
-    ) -> Result<Vec<T>> {
         self.read(move |txn| {
-            let t = txn.open_table(table).map_err(storage)?;
+            let t = txn.open_table(tables::DEAD).map_err(storage)?;
             let start = after.map_or(0, |a| a.0.saturating_add(1));
             let mut out = Vec::new();
             for r in t.range(start..).map_err(storage)?.take(limit) {
-                out.push(decode(r.map_err(storage)?.1.value())?);
+                out.push(record::decode_dead(r.map_err(storage)?.1.value())?);
             }
             Ok(out)
         })
         .await
+    }
+
+    /// The state, unless the queue is closed.
+    fn state(&self) -> Result<Arc<Mutex<State>>> {
+        if lock(&self.inner.db).is_none() {
+            return Err(Error::closed());
+        }
+        Ok(Arc::clone(&self.inner.state))
     }
 }
 
@@ -421,6 +442,7 @@ fn open_error(path: &Path, e: redb::DatabaseError) -> Error {
 
 fn writer_loop(
     db: &Database,
+    state: &Mutex<State>,
     mut rx: mpsc::UnboundedReceiver<Box<dyn Job>>,
     max_group: usize,
     commits: &AtomicU64,
@@ -433,13 +455,18 @@ fn writer_loop(
                 Err(_) => break,
             }
         }
-        run_group(db, jobs, commits);
+        run_group(db, state, jobs, commits);
     }
 }
 
 /// Runs `jobs` in one transaction; if one fails, re-runs each alone.
-fn run_group(db: &Database, mut jobs: Vec<Box<dyn Job>>, commits: &AtomicU64) {
-    let all_ok = match run_in_txn(db, &mut jobs, commits) {
+fn run_group(
+    db: &Database,
+    state: &Mutex<State>,
+    mut jobs: Vec<Box<dyn Job>>,
+    commits: &AtomicU64,
+) {
+    let all_ok = match run_in_txn(db, state, &mut jobs, commits) {
         Ok(ok) => ok,
         Err(e) => {
             let e = Err(e);
@@ -456,19 +483,51 @@ fn run_group(db: &Database, mut jobs: Vec<Box<dyn Job>>, commits: &AtomicU64) {
         return;
     }
     for mut j in jobs {
-        let r = run_in_txn(db, std::slice::from_mut(&mut j), commits).map(|_| ());
+        let r = run_in_txn(db, state, std::slice::from_mut(&mut j), commits).map(|_| ());
         j.finish(&r);
     }
 }
 
 /// Runs `jobs` in one write transaction: commits if all succeeded (`Ok(true)`), rolls back
-/// if one failed (`Ok(false)`).
-fn run_in_txn(db: &Database, jobs: &mut [Box<dyn Job>], commits: &AtomicU64) -> Result<bool> {
+/// if one failed (`Ok(false)`). Whatever did not commit is undone in memory too: the state
+/// is rebuilt from the file.
+fn run_in_txn(
+    db: &Database,
+    state: &Mutex<State>,
+    jobs: &mut [Box<dyn Job>],
+    commits: &AtomicU64,
+) -> Result<bool> {
+    let mut st = lock(state);
+    let r = try_txn(db, &mut st, jobs);
+    match &r {
+        Ok(true) => {
+            commits.fetch_add(1, Ordering::Relaxed);
+        }
+        _ => {
+            let reloaded = db
+                .begin_read()
+                .map_err(storage)
+                .and_then(|txn| State::load(&txn));
+            match reloaded {
+                Ok(fresh) => *st = fresh,
+                Err(e) => {
+                    // Memory may hold what the file does not: refuse to go on with it.
+                    *st = State::broken(e.to_string());
+                    return Err(e);
+                }
+            }
+        }
+    }
+    r
+}
+
+fn try_txn(db: &Database, st: &mut State, jobs: &mut [Box<dyn Job>]) -> Result<bool> {
+    st.check()?;
     let mut txn = db.begin_write().map_err(storage)?;
     txn.set_durability(Durability::Immediate);
     let mut all_ok = true;
     {
-        let mut t = Tables::open(&txn)?;
+        let mut t = Txn::open(&txn, st)?;
         for j in jobs.iter_mut() {
             all_ok &= j.run(&mut t);
         }
@@ -481,6 +540,5 @@ fn run_in_txn(db: &Database, jobs: &mut [Box<dyn Job>], commits: &AtomicU64) -> 
         return Ok(false);
     }
     txn.commit().map_err(storage)?;
-    commits.fetch_add(1, Ordering::Relaxed);
     Ok(true)
 }

@@ -1,83 +1,248 @@
-//! The embedded queue's tables and the operations on them, each run inside one redb write
-//! transaction (several operations share one when the writer groups them).
+//! The embedded queue's on-disk format (3): its tables, the encoding of their rows, and the
+//! migration of older formats.
 //!
 //! | table | key | value | holds |
 //! | --- | --- | --- | --- |
-//! | `messages` | id | record | every queued message, leased or not |
-//! | `schedule` | (255 − priority, retry_at, id) | () | messages not leased, in delivery order |
-//! | `leased` | id | (lease number, expires_at, lease call, consumer) | who holds what |
-//! | `lease_calls` | (expires_at, lease call) | leases of that call not ended yet | lease ends, one row per lease call |
-//! | `hashes` | payload SHA-256 | id | de-duplication while queued |
+//! | `segments` | segment | header: per slot id, priority, retry_at, enqueued_at, payload SHA-256 | what open reads |
+//! | `bodies` | segment | the slots' message records ([`crate::record`]), with an offset table | payloads, read when leased |
+//! | `segment_done` | segment | bitmap of the slots that are done | acked, dead-lettered or moved |
+//! | `calls` | lease call | lease end, consumer, (id, segment, slot) per lease | leases in flight |
 //! | `dead` | id | dead-letter record | dead letters |
-//! | `meta` | name | u64 | format version, next id, next lease number |
+//! | `meta` | name | u64 | format version, next id, next lease number, next segment |
 //!
-//! A lease call is named by its first lease number; every lease it hands out ends at the
-//! same time, so one `lease_calls` row per call (counting down as its leases end) is what
-//! tells the next lease call whether anything expired — instead of a per-message
-//! `(expires_at, id)` row written on lease and deleted on ack (format 1). When a row with
-//! leases left expires (its holder died or hung), the expiry scans `leased` for every lease
-//! ended by then: O(leases in flight), paid only when leases actually expire.
+//! A **segment** is written once, by the commit that creates its messages (an append, or a
+//! reschedule, lease expiry or release that rewrites a message). A message that is acked,
+//! dead-lettered or rewritten elsewhere marks its slot done in `segment_done` (one small row
+//! per segment touched, not one per message); when every slot of a segment is done the
+//! segment's three rows go. A **lease call** is one `calls` row, written when the call
+//! leases and deleted when its last lease ends; its leases are the entries whose slot is
+//! still live (a lease ends only by its slot becoming done: ack, dead letter, or a rewrite
+//! by reschedule, expiry or release). Everything else — the delivery order, id → slot, the
+//! payload hashes, counts — is rebuilt in memory on open ([`super::state`]).
 //!
-//! Format history: 1 had `leases` ((expires_at, id) → ()) and `inflight` (id → (lease
-//! number, expires_at, consumer)); [`prepare`] migrates it to 2 in place on open.
+//! Format history: 1 had `messages`, `schedule`, `hashes`, `leases` ((expires_at, id) → ())
+//! and `inflight` (id → (lease number, expires_at, consumer)); 2 replaced the last two with
+//! `leased` and `lease_calls` (one row per call). [`prepare`] migrates both to 3 in place on
+//! open: every message goes into segments, every lease into a `calls` row with the same end
+//! and holder (new lease numbers: their holders are gone with the process that wrote them).
 
-use std::time::Duration;
+use std::collections::BTreeMap;
 
-use redb::{
-    ReadableTable, ReadableTableMetadata, Table, TableDefinition, TableHandle, WriteTransaction,
-};
+use redb::{ReadableTable, TableDefinition, TableHandle, WriteTransaction};
 
-use crate::clock::Timestamp;
-use crate::error::Result;
-use crate::message::{
-    Appended, Lease, LeaseToken, Message, MessageId, NewMessage, PayloadHash, Replayed,
-    Rescheduled, Selection,
-};
+use crate::error::{Error, Result};
 use crate::record;
 
-pub(super) const MESSAGES: TableDefinition<u64, &[u8]> = TableDefinition::new("messages");
-pub(super) const SCHEDULE: TableDefinition<(u8, u64, u64), ()> = TableDefinition::new("schedule");
-pub(super) const LEASED: TableDefinition<u64, (u64, u64, u64, &str)> =
-    TableDefinition::new("leased");
-pub(super) const LEASE_CALLS: TableDefinition<(u64, u64), u64> =
-    TableDefinition::new("lease_calls");
-pub(super) const HASHES: TableDefinition<&[u8], u64> = TableDefinition::new("hashes");
+pub(super) const SEGMENTS: TableDefinition<u64, &[u8]> = TableDefinition::new("segments");
+pub(super) const BODIES: TableDefinition<u64, &[u8]> = TableDefinition::new("bodies");
+pub(super) const SEGMENT_DONE: TableDefinition<u64, &[u8]> = TableDefinition::new("segment_done");
+pub(super) const CALLS: TableDefinition<u64, &[u8]> = TableDefinition::new("calls");
 pub(super) const DEAD: TableDefinition<u64, &[u8]> = TableDefinition::new("dead");
 pub(super) const META: TableDefinition<&str, u64> = TableDefinition::new("meta");
 
-const NEXT_ID: &str = "next_id";
-const NEXT_LEASE: &str = "next_lease";
-const FORMAT: &str = "format";
+pub(super) const NEXT_ID: &str = "next_id";
+pub(super) const NEXT_LEASE: &str = "next_lease";
+pub(super) const NEXT_SEGMENT: &str = "next_segment";
+pub(super) const FORMAT: &str = "format";
 
 /// The on-disk format this code writes (see the module's format history).
-pub(super) const FORMAT_VERSION: u64 = 2;
+pub(super) const FORMAT_VERSION: u64 = 3;
 
-/// Format 1's lease tables, read only to migrate them.
-const V1_LEASES: TableDefinition<(u64, u64), ()> = TableDefinition::new("leases");
-const V1_INFLIGHT: TableDefinition<u64, (u64, u64, &str)> = TableDefinition::new("inflight");
+/// Formats 1 and 2, read only to migrate them.
+pub(super) mod old {
+    use redb::TableDefinition;
 
-/// Brings a database to [`FORMAT_VERSION`] inside `txn`: a new one is stamped, a format-1
-/// one is migrated (its leases keep their numbers, holders and ends), a newer one is
-/// refused. Call before [`Tables::open`].
+    pub(crate) const MESSAGES: TableDefinition<u64, &[u8]> = TableDefinition::new("messages");
+    pub(crate) const SCHEDULE: TableDefinition<(u8, u64, u64), ()> =
+        TableDefinition::new("schedule");
+    pub(crate) const HASHES: TableDefinition<&[u8], u64> = TableDefinition::new("hashes");
+    /// Format 2: id → (lease number, expires_at, lease call, consumer).
+    pub(crate) const LEASED: TableDefinition<u64, (u64, u64, u64, &str)> =
+        TableDefinition::new("leased");
+    /// Format 2: (expires_at, lease call) → leases of that call not ended yet.
+    pub(crate) const LEASE_CALLS: TableDefinition<(u64, u64), u64> =
+        TableDefinition::new("lease_calls");
+    /// Format 1: (expires_at, id) → ().
+    pub(crate) const LEASES: TableDefinition<(u64, u64), ()> = TableDefinition::new("leases");
+    /// Format 1: id → (lease number, expires_at, consumer).
+    pub(crate) const INFLIGHT: TableDefinition<u64, (u64, u64, &str)> =
+        TableDefinition::new("inflight");
+}
+
+/// Bytes per slot in a segment header: id, priority, retry_at, enqueued_at, hash.
+const SLOT_HEADER: usize = 8 + 1 + 8 + 8 + 32;
+
+/// A slot's entry in its segment header: what the in-memory indexes need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct SlotHeader {
+    pub id: u64,
+    pub priority: u8,
+    pub retry_at: u64,
+    pub enqueued_at: u64,
+    pub hash: [u8; 32],
+}
+
+impl SlotHeader {
+    pub(super) fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.id.to_be_bytes());
+        out.push(self.priority);
+        out.extend_from_slice(&self.retry_at.to_be_bytes());
+        out.extend_from_slice(&self.enqueued_at.to_be_bytes());
+        out.extend_from_slice(&self.hash);
+    }
+}
+
+fn be_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_be_bytes(a)
+}
+
+fn be_u32(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[..4]);
+    u32::from_be_bytes(a)
+}
+
+/// Reads a segment header: the concatenated [`SlotHeader`]s.
+pub(super) fn parse_header(seg: u64, bytes: &[u8]) -> Result<Vec<SlotHeader>> {
+    if bytes.len() % SLOT_HEADER != 0 {
+        return Err(Error::corrupt(format!(
+            "segment {seg}: header of {} bytes is not a whole number of slots",
+            bytes.len()
+        )));
+    }
+    Ok(bytes
+        .chunks_exact(SLOT_HEADER)
+        .map(|c| {
+            let mut hash = [0u8; 32];
+            hash.copy_from_slice(&c[25..57]);
+            SlotHeader {
+                id: be_u64(&c[0..8]),
+                priority: c[8],
+                retry_at: be_u64(&c[9..17]),
+                enqueued_at: be_u64(&c[17..25]),
+                hash,
+            }
+        })
+        .collect())
+}
+
+/// A segment body: slot count (u32), count + 1 offsets (u32, from the start of the
+/// records), then the records.
+pub(super) fn encode_body(offsets: &[u32], records: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + 4 * offsets.len() + 4 + records.len());
+    let n = offsets.len() as u32;
+    out.extend_from_slice(&n.to_be_bytes());
+    for o in offsets {
+        out.extend_from_slice(&o.to_be_bytes());
+    }
+    out.extend_from_slice(&(records.len() as u32).to_be_bytes());
+    out.extend_from_slice(records);
+    out
+}
+
+/// The record of `slot` in a body written by [`encode_body`].
+pub(super) fn body_slot(seg: u64, body: &[u8], slot: u32) -> Result<&[u8]> {
+    let bad = || Error::corrupt(format!("segment {seg}: body has no slot {slot}"));
+    if body.len() < 4 {
+        return Err(bad());
+    }
+    let n = be_u32(body) as usize;
+    let slot = slot as usize;
+    let table_end = 4 + 4 * (n + 1);
+    if slot >= n || body.len() < table_end {
+        return Err(bad());
+    }
+    let start = be_u32(&body[4 + 4 * slot..]) as usize;
+    let end = be_u32(&body[4 + 4 * (slot + 1)..]) as usize;
+    body.get(table_end + start..table_end + end).ok_or_else(bad)
+}
+
+/// One lease of a call: the message and the slot it was leased from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CallEntry {
+    pub id: u64,
+    pub seg: u64,
+    pub slot: u32,
+}
+
+/// A `calls` row: expires_at (u64), consumer (u16 length + UTF-8), then entries (id u64,
+/// segment u64, slot u32). The lease number of entry `i` is the call number + `i`.
+pub(super) fn encode_call(expires_at: u64, consumer: &str, entries: &[CallEntry]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(10 + consumer.len() + 20 * entries.len());
+    out.extend_from_slice(&expires_at.to_be_bytes());
+    // Consumer names are at most 200 bytes (`QueueOptions::validate`).
+    out.extend_from_slice(&(consumer.len().min(u16::MAX as usize) as u16).to_be_bytes());
+    out.extend_from_slice(&consumer.as_bytes()[..consumer.len().min(u16::MAX as usize)]);
+    for e in entries {
+        out.extend_from_slice(&e.id.to_be_bytes());
+        out.extend_from_slice(&e.seg.to_be_bytes());
+        out.extend_from_slice(&e.slot.to_be_bytes());
+    }
+    out
+}
+
+/// Decodes [`encode_call`]: (expires_at, consumer, entries).
+pub(super) fn parse_call(call: u64, b: &[u8]) -> Result<(u64, String, Vec<CallEntry>)> {
+    let bad = || Error::corrupt(format!("lease call {call}: damaged row"));
+    if b.len() < 10 {
+        return Err(bad());
+    }
+    let expires_at = be_u64(b);
+    let n = u16::from_be_bytes([b[8], b[9]]) as usize;
+    let consumer = b
+        .get(10..10 + n)
+        .and_then(|c| std::str::from_utf8(c).ok())
+        .ok_or_else(bad)?
+        .to_owned();
+    let rest = &b[10 + n..];
+    if rest.len() % 20 != 0 {
+        return Err(bad());
+    }
+    let entries = rest
+        .chunks_exact(20)
+        .map(|c| CallEntry {
+            id: be_u64(&c[0..8]),
+            seg: be_u64(&c[8..16]),
+            slot: be_u32(&c[16..20]),
+        })
+        .collect();
+    Ok((expires_at, consumer, entries))
+}
+
+/// Messages per segment written by a migration.
+const MIGRATION_SEGMENT: usize = 1024;
+
+/// Brings a database to [`FORMAT_VERSION`] inside `txn`: a new one is stamped, a format-1 or
+/// format-2 one is migrated, a newer one is refused. Creates every table, so readers never
+/// meet a missing one.
 pub(super) fn prepare(txn: &WriteTransaction, path: &std::path::Path) -> Result<()> {
     let mut meta = txn.open_table(META).map_err(super::storage)?;
+    for t in [SEGMENTS, BODIES, SEGMENT_DONE, CALLS, DEAD] {
+        txn.open_table(t).map_err(super::storage)?;
+    }
     let format = meta.get(FORMAT).map_err(super::storage)?.map(|v| v.value());
-    let has_v1 = txn
+    let names: Vec<String> = txn
         .list_tables()
         .map_err(super::storage)?
-        .any(|t| t.name() == V1_INFLIGHT.name());
+        .map(|t| t.name().to_owned())
+        .collect();
+    let has = |name: &str| names.iter().any(|n| n == name);
     match format {
         Some(FORMAT_VERSION) => return Ok(()),
         Some(f) if f > FORMAT_VERSION => {
             return Err(crate::Error::new(
                 crate::ErrorKind::Storage,
                 format!(
-                    "the queue {} has on-disk format {f}, written by a newer searchwire; this                      one reads formats 1 to {FORMAT_VERSION} (upgrade searchwire, or drain the                      queue with the version that wrote it)",
+                    "the queue {} has on-disk format {f}, written by a newer searchwire; this \
+                     one reads formats 1 to {FORMAT_VERSION} (upgrade searchwire, or drain the \
+                     queue with the version that wrote it)",
                     path.display()
                 ),
             ))
         }
-        Some(f) if f != 1 => {
+        Some(f) if f != 1 && f != 2 => {
             return Err(crate::Error::corrupt(format!(
                 "the queue {} has an unknown on-disk format {f}",
                 path.display()
@@ -85,35 +250,14 @@ pub(super) fn prepare(txn: &WriteTransaction, path: &std::path::Path) -> Result<
         }
         _ => {}
     }
-    if has_v1 {
-        let old: Vec<(u64, (u64, u64, String))> = {
-            let t = txn.open_table(V1_INFLIGHT).map_err(super::storage)?;
-            let rows = t.iter().map_err(super::storage)?;
-            rows.map(|r| {
-                r.map(|(k, v)| {
-                    let (n, e, c) = v.value();
-                    (k.value(), (n, e, c.to_owned()))
-                })
-            })
-            .collect::<std::result::Result<_, _>>()
-            .map_err(super::storage)?
-        };
-        let mut leased = txn.open_table(LEASED).map_err(super::storage)?;
-        let mut calls = txn.open_table(LEASE_CALLS).map_err(super::storage)?;
-        for (id, (n, expires, consumer)) in &old {
-            // Each old lease becomes a call of its own: same number, end and holder.
-            leased
-                .insert(id, (*n, *expires, *n, consumer.as_str()))
-                .map_err(super::storage)?;
-            calls.insert((*expires, *n), 1).map_err(super::storage)?;
-        }
-        drop((leased, calls));
-        txn.delete_table(V1_INFLIGHT).map_err(super::storage)?;
-        txn.delete_table(V1_LEASES).map_err(super::storage)?;
+    if has(old::MESSAGES.name()) {
+        let from = format.unwrap_or(1);
+        let (messages, leases) = migrate(txn, &mut meta, &has)?;
         tracing::info!(
             queue = %path.display(),
-            leases = old.len(),
-            "migrated the embedded queue from on-disk format 1 to {FORMAT_VERSION}"
+            messages,
+            leases,
+            "migrated the embedded queue from on-disk format {from} to {FORMAT_VERSION}"
         );
     }
     meta.insert(FORMAT, FORMAT_VERSION)
@@ -121,498 +265,124 @@ pub(super) fn prepare(txn: &WriteTransaction, path: &std::path::Path) -> Result<
     Ok(())
 }
 
-/// The delivery-order key: priority descending, then retry_at, then arrival.
-pub(super) fn schedule_key(m: &Message) -> (u8, u64, u64) {
-    (u8::MAX - m.priority, m.retry_at.as_millis(), m.id.0)
-}
-
-/// Every table, open in one write transaction.
-pub(super) struct Tables<'t> {
-    messages: Table<'t, u64, &'static [u8]>,
-    schedule: Table<'t, (u8, u64, u64), ()>,
-    leased: Table<'t, u64, (u64, u64, u64, &'static str)>,
-    lease_calls: Table<'t, (u64, u64), u64>,
-    hashes: Table<'t, &'static [u8], u64>,
-    dead: Table<'t, u64, &'static [u8]>,
-    meta: Table<'t, &'static str, u64>,
-    next_id: u64,
-    next_lease: u64,
-    /// Leases ended in this transaction, per `lease_calls` row: applied by
-    /// [`Tables::settle`] (one update per call, not one per message).
-    ended: std::collections::BTreeMap<(u64, u64), u64>,
-}
-
-impl<'t> Tables<'t> {
-    pub(super) fn open(txn: &'t WriteTransaction) -> Result<Self> {
-        let meta = txn.open_table(META).map_err(super::storage)?;
-        let next_id = meta
-            .get(NEXT_ID)
-            .map_err(super::storage)?
-            .map_or(1, |v| v.value());
-        let next_lease = meta
-            .get(NEXT_LEASE)
-            .map_err(super::storage)?
-            .map_or(1, |v| v.value());
-        Ok(Tables {
-            messages: txn.open_table(MESSAGES).map_err(super::storage)?,
-            schedule: txn.open_table(SCHEDULE).map_err(super::storage)?,
-            leased: txn.open_table(LEASED).map_err(super::storage)?,
-            lease_calls: txn.open_table(LEASE_CALLS).map_err(super::storage)?,
-            hashes: txn.open_table(HASHES).map_err(super::storage)?,
-            dead: txn.open_table(DEAD).map_err(super::storage)?,
-            meta,
-            next_id,
-            next_lease,
-            ended: std::collections::BTreeMap::new(),
-        })
-    }
-
-    /// Writes the counters back; call before committing.
-    pub(super) fn close(mut self) -> Result<()> {
-        self.settle()?;
-        self.meta
-            .insert(NEXT_ID, self.next_id)
-            .map_err(super::storage)?;
-        self.meta
-            .insert(NEXT_LEASE, self.next_lease)
-            .map_err(super::storage)?;
-        Ok(())
-    }
-
-    fn message(&self, id: u64) -> Result<Option<Message>> {
-        match self.messages.get(id).map_err(super::storage)? {
-            Some(v) => record::decode(v.value()).map(Some),
-            None => Ok(None),
+/// Moves a format-1/2 queue's messages into segments and its leases into `calls` rows, then
+/// drops the old tables. Returns (messages, leases) moved.
+fn migrate(
+    txn: &WriteTransaction,
+    meta: &mut redb::Table<'_, &'static str, u64>,
+    has: &dyn Fn(&str) -> bool,
+) -> Result<(usize, usize)> {
+    // Leases by (expires_at, consumer): one call each.
+    let mut holders: BTreeMap<u64, (u64, String)> = BTreeMap::new();
+    if has(old::LEASED.name()) {
+        let t = txn.open_table(old::LEASED).map_err(super::storage)?;
+        for r in t.iter().map_err(super::storage)? {
+            let (k, v) = r.map_err(super::storage)?;
+            let (_, expires, _, consumer) = v.value();
+            holders.insert(k.value(), (expires, consumer.to_owned()));
         }
     }
-
-    fn put(&mut self, m: &Message) -> Result<()> {
-        self.messages
-            .insert(m.id.0, record::encode(m).as_slice())
-            .map_err(super::storage)?;
-        Ok(())
-    }
-
-    /// Puts `m` (stored already) in the schedule.
-    fn schedule(&mut self, m: &Message) -> Result<()> {
-        self.schedule
-            .insert(schedule_key(m), ())
-            .map_err(super::storage)?;
-        Ok(())
-    }
-
-    /// Ends a lease's bookkeeping; returns its lease number, if it was leased. Its lease
-    /// call's count goes down in [`Tables::settle`].
-    fn end_lease(&mut self, id: u64) -> Result<Option<u64>> {
-        let Some((lease_no, expires, call)) =
-            self.leased.remove(id).map_err(super::storage)?.map(|v| {
-                let (n, e, c, _) = v.value();
-                (n, e, c)
-            })
-        else {
-            return Ok(None);
-        };
-        *self.ended.entry((expires, call)).or_insert(0) += 1;
-        Ok(Some(lease_no))
-    }
-
-    /// Counts the leases ended so far down in their `lease_calls` rows; a row whose leases
-    /// have all ended goes.
-    fn settle(&mut self) -> Result<()> {
-        for (key, n) in std::mem::take(&mut self.ended) {
-            let left = self
-                .lease_calls
-                .get(key)
-                .map_err(super::storage)?
-                .map(|v| v.value());
-            match left {
-                Some(left) if left > n => {
-                    self.lease_calls
-                        .insert(key, left - n)
-                        .map_err(super::storage)?;
-                }
-                Some(_) => {
-                    self.lease_calls.remove(key).map_err(super::storage)?;
-                }
-                None => {}
-            }
+    if has(old::INFLIGHT.name()) {
+        let t = txn.open_table(old::INFLIGHT).map_err(super::storage)?;
+        for r in t.iter().map_err(super::storage)? {
+            let (k, v) = r.map_err(super::storage)?;
+            let (_, expires, consumer) = v.value();
+            holders.insert(k.value(), (expires, consumer.to_owned()));
         }
-        Ok(())
     }
-
-    /// Removes every trace of a queued message; returns `read(record)` if it was queued.
-    /// Only the record's header is decoded for the removal itself (an ack copies no
-    /// payload), and each table is touched once: `remove` hands back what it removed.
-    fn remove_with<T>(
-        &mut self,
-        id: u64,
-        read: impl FnOnce(&[u8]) -> Result<T>,
-    ) -> Result<Option<T>> {
-        let (h, out) = {
-            let Some(v) = self.messages.remove(id).map_err(super::storage)? else {
-                return Ok(None);
-            };
+    let mut next_seg = meta
+        .get(NEXT_SEGMENT)
+        .map_err(super::storage)?
+        .map_or(1, |v| v.value());
+    let mut calls: BTreeMap<(u64, String), Vec<CallEntry>> = BTreeMap::new();
+    let mut moved = 0;
+    {
+        let old_messages = txn.open_table(old::MESSAGES).map_err(super::storage)?;
+        let mut segments = txn.open_table(SEGMENTS).map_err(super::storage)?;
+        let mut bodies = txn.open_table(BODIES).map_err(super::storage)?;
+        let mut header = Vec::new();
+        let mut offsets = Vec::new();
+        let mut records = Vec::new();
+        let mut rows = old_messages.iter().map_err(super::storage)?.peekable();
+        while let Some(r) = rows.next() {
+            let (k, v) = r.map_err(super::storage)?;
             let bytes = v.value();
-            (record::header(bytes)?, read(bytes)?)
-        };
-        let owner = self
-            .hashes
-            .remove(h.hash.as_slice())
-            .map_err(super::storage)?
-            .map(|v| v.value());
-        if let Some(other) = owner.filter(|&o| o != id) {
-            // The hash belongs to another queued copy: put it back.
-            self.hashes
-                .insert(h.hash.as_slice(), other)
-                .map_err(super::storage)?;
-        }
-        if self.end_lease(id)?.is_none() {
-            self.schedule
-                .remove((u8::MAX - h.priority, h.retry_at, id))
-                .map_err(super::storage)?;
-        }
-        Ok(Some(out))
-    }
-
-    fn queued_hash(&self, h: &PayloadHash) -> Result<Option<u64>> {
-        Ok(self
-            .hashes
-            .get(h.0.as_slice())
-            .map_err(super::storage)?
-            .map(|v| v.value()))
-    }
-
-    fn enqueue(&mut self, m: &Message) -> Result<()> {
-        self.put(m)?;
-        self.schedule(m)?;
-        self.hashes
-            .insert(m.payload_hash.0.as_slice(), m.id.0)
-            .map_err(super::storage)?;
-        Ok(())
-    }
-
-    pub(super) fn append(&mut self, batch: &[NewMessage], now: Timestamp) -> Result<Vec<Appended>> {
-        let mut out = Vec::with_capacity(batch.len());
-        for n in batch {
-            let hash = PayloadHash::of(&n.payload);
-            let id = MessageId(self.next_id);
-            // One descent for the de-duplication check and the insert: a queued copy's id
-            // comes back, and is put back (duplicates are the rare case).
-            let queued = self
-                .hashes
-                .insert(hash.0.as_slice(), id.0)
-                .map_err(super::storage)?
-                .map(|v| v.value());
-            if let Some(other) = queued {
-                self.hashes
-                    .insert(hash.0.as_slice(), other)
+            let h = record::header(bytes)?;
+            let m = record::decode(bytes)?;
+            let id = k.value();
+            let slot = offsets.len() as u32;
+            SlotHeader {
+                id,
+                priority: h.priority,
+                retry_at: h.retry_at,
+                enqueued_at: m.enqueued_at.as_millis(),
+                hash: h.hash,
+            }
+            .write(&mut header);
+            offsets.push(records.len() as u32);
+            records.extend_from_slice(bytes);
+            if let Some((expires, consumer)) = holders.get(&id) {
+                calls
+                    .entry((*expires, consumer.clone()))
+                    .or_default()
+                    .push(CallEntry {
+                        id,
+                        seg: next_seg,
+                        slot,
+                    });
+            }
+            moved += 1;
+            if offsets.len() == MIGRATION_SEGMENT || rows.peek().is_none() {
+                segments
+                    .insert(next_seg, header.as_slice())
                     .map_err(super::storage)?;
-                out.push(Appended::Duplicate(MessageId(other)));
-                continue;
+                bodies
+                    .insert(next_seg, encode_body(&offsets, &records).as_slice())
+                    .map_err(super::storage)?;
+                next_seg += 1;
+                header.clear();
+                offsets.clear();
+                records.clear();
             }
-            self.next_id += 1;
-            let key = (
-                u8::MAX - n.priority,
-                n.retry_at.unwrap_or(now).as_millis(),
-                id.0,
-            );
-            self.messages
-                .insert(id.0, record::encode_new(n, id, &hash, now).as_slice())
-                .map_err(super::storage)?;
-            self.schedule.insert(key, ()).map_err(super::storage)?;
-            out.push(Appended::New(id));
         }
-        Ok(out)
     }
-
-    /// Returns expired leases to the schedule, then leases up to `max` due messages.
-    pub(super) fn lease(
-        &mut self,
-        max: usize,
-        now: Timestamp,
-        lease_timeout: Duration,
-        consumer: &str,
-    ) -> Result<Vec<Lease>> {
-        self.expire_all(now)?;
-        let due = due_keys(&self.schedule, now, max)?;
-        let expires_at = now.saturating_add(lease_timeout);
-        let call = self.next_lease;
-        let mut out = Vec::with_capacity(due.len());
-        for key in due {
-            self.schedule.remove(key).map_err(super::storage)?;
-            let Some(message) = self.message(key.2)? else {
-                return Err(crate::Error::corrupt(format!(
-                    "message {} is scheduled but not stored",
-                    key.2
-                )));
-            };
-            let token = LeaseToken(self.next_lease);
-            self.next_lease += 1;
-            self.leased
-                .insert(key.2, (token.0, expires_at.as_millis(), call, consumer))
-                .map_err(super::storage)?;
-            out.push(Lease {
-                message,
-                token,
-                expires_at,
-            });
-        }
-        if !out.is_empty() {
-            self.lease_calls
-                .insert((expires_at.as_millis(), call), out.len() as u64)
-                .map_err(super::storage)?;
-        }
-        Ok(out)
-    }
-
-    /// Expires every lease that ended by `now`. Cheap when nothing expired (one range read
-    /// of `lease_calls`); otherwise one scan of `leased`.
-    fn expire_all(&mut self, now: Timestamp) -> Result<()> {
-        self.settle()?;
-        let ended = ..=(now.as_millis(), u64::MAX);
-        if self
-            .lease_calls
-            .range(ended)
-            .map_err(super::storage)?
-            .next()
-            .is_none()
-        {
-            return Ok(());
-        }
-        let expired: Vec<u64> = self
-            .leased
-            .iter()
-            .map_err(super::storage)?
-            .filter_map(|r| match r {
-                Ok((k, v)) if v.value().1 <= now.as_millis() => Some(Ok(k.value())),
-                Ok(_) => None,
-                Err(e) => Some(Err(e)),
-            })
-            .collect::<std::result::Result<_, _>>()
+    let mut next_lease = meta
+        .get(NEXT_LEASE)
+        .map_err(super::storage)?
+        .map_or(1, |v| v.value());
+    let mut leases = 0;
+    {
+        let mut t = txn.open_table(CALLS).map_err(super::storage)?;
+        for ((expires, consumer), entries) in &calls {
+            t.insert(
+                next_lease,
+                encode_call(*expires, consumer, entries).as_slice(),
+            )
             .map_err(super::storage)?;
-        for id in expired {
-            self.expire(id, now)?;
-        }
-        self.settle()?;
-        // Every lease of these calls has ended now.
-        self.lease_calls
-            .retain_in(ended, |_, _| false)
-            .map_err(super::storage)?;
-        Ok(())
-    }
-
-    /// A lease that ran out without an ack, reschedule or dead-letter counts as a failed
-    /// attempt (its holder died, hung, or was killed by the message itself): back in the
-    /// schedule at its old `retry_at`, or a dead letter once the attempts are exhausted.
-    fn expire(&mut self, id: u64, now: Timestamp) -> Result<()> {
-        self.end_lease(id)?;
-        let Some(mut m) = self.message(id)? else {
-            return Ok(());
-        };
-        let attempts = m.attempts.saturating_add(1);
-        if crate::exhausted(attempts, m.max_retries) {
-            let reason = crate::lease_expired_reason(m.max_retries);
-            self.kill(MessageId(id), &reason, now, attempts)?;
-            return Ok(());
-        }
-        m.attempts = attempts;
-        m.last_error = Some(crate::LEASE_EXPIRED.to_owned());
-        self.put(&m)?;
-        self.schedule(&m)
-    }
-
-    pub(super) fn ack(&mut self, ids: &[MessageId]) -> Result<u64> {
-        let mut n = 0;
-        for id in ids {
-            if self.remove_with(id.0, |_| Ok(()))?.is_some() {
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
-    fn lease_is_current(&self, id: MessageId, token: LeaseToken) -> Result<bool> {
-        Ok(self
-            .leased
-            .get(id.0)
-            .map_err(super::storage)?
-            .is_some_and(|v| v.value().0 == token.0))
-    }
-
-    pub(super) fn reschedule(
-        &mut self,
-        id: MessageId,
-        token: LeaseToken,
-        retry_at: Timestamp,
-        error: &str,
-        now: Timestamp,
-    ) -> Result<Rescheduled> {
-        if !self.lease_is_current(id, token)? {
-            return Ok(Rescheduled::LeaseLost);
-        }
-        let Some(mut m) = self.message(id.0)? else {
-            return Ok(Rescheduled::LeaseLost);
-        };
-        let attempts = m.attempts.saturating_add(1);
-        if crate::exhausted(attempts, m.max_retries) {
-            self.kill(id, error, now, attempts)?;
-            return Ok(Rescheduled::DeadLettered);
-        }
-        self.end_lease(id.0)?;
-        m.attempts = attempts;
-        m.retry_at = retry_at;
-        m.last_error = Some(error.to_owned());
-        m.pending_shutdown = false;
-        self.put(&m)?;
-        self.schedule(&m)?;
-        Ok(Rescheduled::Scheduled { attempts, retry_at })
-    }
-
-    fn kill(&mut self, id: MessageId, reason: &str, now: Timestamp, attempts: u32) -> Result<()> {
-        if let Some(mut m) = self.remove_with(id.0, record::decode)? {
-            m.attempts = attempts;
-            m.last_error = Some(reason.to_owned());
-            self.dead
-                .insert(id.0, record::encode_dead(&m, reason, now).as_slice())
-                .map_err(super::storage)?;
-        }
-        Ok(())
-    }
-
-    pub(super) fn dead_letter(
-        &mut self,
-        id: MessageId,
-        token: LeaseToken,
-        reason: &str,
-        now: Timestamp,
-    ) -> Result<bool> {
-        if !self.lease_is_current(id, token)? {
-            return Ok(false);
-        }
-        let attempts = self.message(id.0)?.map_or(0, |m| m.attempts);
-        self.kill(id, reason, now, attempts)?;
-        Ok(true)
-    }
-
-    pub(super) fn release(&mut self, consumer: &str) -> Result<u64> {
-        let mine: Vec<u64> = self
-            .leased
-            .iter()
-            .map_err(super::storage)?
-            .filter_map(|r| match r {
-                Ok((k, v)) if v.value().3 == consumer => Some(Ok(k.value())),
-                Ok(_) => None,
-                Err(e) => Some(Err(e)),
-            })
-            .collect::<std::result::Result<_, _>>()
-            .map_err(super::storage)?;
-        let mut n = 0;
-        for id in mine {
-            self.end_lease(id)?;
-            if let Some(mut m) = self.message(id)? {
-                m.pending_shutdown = true;
-                self.put(&m)?;
-                self.schedule(&m)?;
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
-    fn dead_ids(&self, sel: &Selection) -> Result<Vec<u64>> {
-        match sel {
-            Selection::Ids(ids) => {
-                let mut out = Vec::new();
-                for id in ids {
-                    if self.dead.get(id.0).map_err(super::storage)?.is_some() {
-                        out.push(id.0);
-                    }
-                }
-                Ok(out)
-            }
-            Selection::All => self
-                .dead
-                .iter()
-                .map_err(super::storage)?
-                .map(|r| r.map(|(k, _)| k.value()))
-                .collect::<std::result::Result<_, _>>()
-                .map_err(super::storage),
+            next_lease += entries.len() as u64;
+            leases += entries.len();
         }
     }
-
-    pub(super) fn replay(&mut self, sel: &Selection, now: Timestamp) -> Result<Replayed> {
-        let mut out = Replayed::default();
-        for id in self.dead_ids(sel)? {
-            let Some(bytes) = self.dead.remove(id).map_err(super::storage)? else {
-                continue;
-            };
-            let d = record::decode_dead(bytes.value())?;
-            drop(bytes);
-            if self.queued_hash(&d.message.payload_hash)?.is_some() {
-                out.duplicates += 1;
-                continue;
-            }
-            let m = crate::revived(d.message, now);
-            self.enqueue(&m)?;
-            out.replayed += 1;
-        }
-        Ok(out)
-    }
-
-    pub(super) fn purge(&mut self, sel: &Selection) -> Result<u64> {
-        let mut n = 0;
-        for id in self.dead_ids(sel)? {
-            if self.dead.remove(id).map_err(super::storage)?.is_some() {
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-}
-
-/// The first `max` schedule keys that are due at `now`, in delivery order: within each
-/// priority the due keys are a prefix (ordered by retry_at), so the scan jumps to the next
-/// priority at the first key that is not due.
-pub(super) fn due_keys<T>(schedule: &T, now: Timestamp, max: usize) -> Result<Vec<(u8, u64, u64)>>
-where
-    T: ReadableTable<(u8, u64, u64), ()>,
-{
-    let mut out = Vec::new();
-    let mut prio: u16 = 0;
-    while out.len() < max && prio <= u16::from(u8::MAX) {
-        let p = prio as u8;
-        let range = (p, 0, 0)..=(p, now.as_millis(), u64::MAX);
-        for r in schedule.range(range).map_err(super::storage)? {
-            if out.len() >= max {
-                break;
-            }
-            let (k, _) = r.map_err(super::storage)?;
-            out.push(k.value());
-        }
-        // Jump to the next priority present in the table.
-        match schedule
-            .range((p.saturating_add(1), 0, 0)..)
-            .map_err(super::storage)?
-            .next()
-        {
-            Some(r) if p < u8::MAX => prio = u16::from(r.map_err(super::storage)?.0.value().0),
-            _ => break,
+    meta.insert(NEXT_SEGMENT, next_seg)
+        .map_err(super::storage)?;
+    meta.insert(NEXT_LEASE, next_lease)
+        .map_err(super::storage)?;
+    let old_tables = [
+        old::MESSAGES.name(),
+        old::SCHEDULE.name(),
+        old::HASHES.name(),
+        old::LEASED.name(),
+        old::LEASE_CALLS.name(),
+        old::LEASES.name(),
+        old::INFLIGHT.name(),
+    ];
+    for name in old_tables {
+        if has(name) {
+            let def: TableDefinition<u64, u64> = TableDefinition::new(name);
+            txn.delete_table(def).map_err(super::storage)?;
         }
     }
-    Ok(out)
-}
-
-/// How many schedule keys are due at `now`.
-pub(super) fn count_due<T>(schedule: &T, now: Timestamp) -> Result<u64>
-where
-    T: ReadableTable<(u8, u64, u64), ()>,
-{
-    Ok(due_keys(schedule, now, usize::MAX)?.len() as u64)
-}
-
-/// Counts of a table.
-pub(super) fn len<T: ReadableTableMetadata>(t: &T) -> Result<u64> {
-    t.len().map_err(super::storage)
+    Ok((moved, leases))
 }
 
 #[cfg(test)]
@@ -622,8 +392,11 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
+    use redb::ReadableTableMetadata;
+
     use super::*;
-    use crate::{EmbeddedConfig, EmbeddedQueue, ManualClock, QueueOptions};
+    use crate::message::{Message, MessageId, PayloadHash};
+    use crate::{EmbeddedConfig, EmbeddedQueue, ManualClock, NewMessage, QueueOptions, Timestamp};
 
     const T0: u64 = 1_700_000_000_000;
 
@@ -643,6 +416,10 @@ mod tests {
         }
     }
 
+    fn schedule_key(m: &Message) -> (u8, u64, u64) {
+        (u8::MAX - m.priority, m.retry_at.as_millis(), m.id.0)
+    }
+
     fn open(dir: &std::path::Path, clock: &Arc<ManualClock>) -> crate::Result<EmbeddedQueue> {
         let mut c = EmbeddedConfig::new(dir);
         c.options = QueueOptions::default()
@@ -651,45 +428,77 @@ mod tests {
         EmbeddedQueue::open(c)
     }
 
-    /// Writes what format 1 left: message 1 queued, message 2 leased (lease 7, ends at
-    /// T0 + 1 s) by a consumer that is gone.
+    /// Writes the tables formats 1 and 2 share: message 1 queued, message 2 stored but not
+    /// scheduled (leased), ids up to 2, lease numbers up to 7.
+    fn write_common(txn: &redb::WriteTransaction) {
+        let mut messages = txn.open_table(old::MESSAGES).unwrap();
+        let mut schedule = txn.open_table(old::SCHEDULE).unwrap();
+        let mut hashes = txn.open_table(old::HASHES).unwrap();
+        let mut meta = txn.open_table(META).unwrap();
+        txn.open_table(DEAD).unwrap();
+        for m in [message(1, "queued"), message(2, "leased")] {
+            messages
+                .insert(m.id.0, record::encode(&m).as_slice())
+                .unwrap();
+            hashes.insert(m.payload_hash.0.as_slice(), m.id.0).unwrap();
+        }
+        schedule
+            .insert(schedule_key(&message(1, "queued")), ())
+            .unwrap();
+        meta.insert(NEXT_ID, 3).unwrap();
+        meta.insert(NEXT_LEASE, 8).unwrap();
+    }
+
+    /// Format 1: message 2 leased (lease 7, ends at T0 + 1 s) by a consumer that is gone.
     fn write_format_1(path: &std::path::Path) {
         let db = redb::Database::create(path).unwrap();
         let txn = db.begin_write().unwrap();
+        write_common(&txn);
         {
-            let mut messages = txn.open_table(MESSAGES).unwrap();
-            let mut schedule = txn.open_table(SCHEDULE).unwrap();
-            let mut hashes = txn.open_table(HASHES).unwrap();
-            let mut leases = txn.open_table(V1_LEASES).unwrap();
-            let mut inflight = txn.open_table(V1_INFLIGHT).unwrap();
-            let mut meta = txn.open_table(META).unwrap();
-            txn.open_table(DEAD).unwrap();
-            for m in [message(1, "queued"), message(2, "leased")] {
-                messages
-                    .insert(m.id.0, record::encode(&m).as_slice())
-                    .unwrap();
-                hashes.insert(m.payload_hash.0.as_slice(), m.id.0).unwrap();
-            }
-            schedule
-                .insert(schedule_key(&message(1, "queued")), ())
-                .unwrap();
+            let mut leases = txn.open_table(old::LEASES).unwrap();
+            let mut inflight = txn.open_table(old::INFLIGHT).unwrap();
             leases.insert((T0 + 1000, 2), ()).unwrap();
             inflight.insert(2, (7, T0 + 1000, "old-consumer")).unwrap();
-            meta.insert(NEXT_ID, 3).unwrap();
-            meta.insert(NEXT_LEASE, 8).unwrap();
         }
         txn.commit().unwrap();
     }
 
-    #[tokio::test]
-    async fn a_format_1_queue_is_migrated_and_its_leases_still_expire() {
-        let dir = tempfile::tempdir().unwrap();
-        write_format_1(&dir.path().join(super::super::DB_FILE));
+    /// Format 2: the same lease, as a `leased` row and its call's `lease_calls` row.
+    fn write_format_2(path: &std::path::Path) {
+        let db = redb::Database::create(path).unwrap();
+        let txn = db.begin_write().unwrap();
+        write_common(&txn);
+        {
+            let mut leased = txn.open_table(old::LEASED).unwrap();
+            let mut calls = txn.open_table(old::LEASE_CALLS).unwrap();
+            leased.insert(2, (7, T0 + 1000, 7, "old-consumer")).unwrap();
+            calls.insert((T0 + 1000, 7), 1).unwrap();
+            txn.open_table(META).unwrap().insert(FORMAT, 2).unwrap();
+        }
+        txn.commit().unwrap();
+    }
+
+    fn table_names(path: &std::path::Path) -> Vec<String> {
+        let db = redb::Database::open(path).unwrap();
+        let txn = db.begin_read().unwrap();
+        let names = txn
+            .list_tables()
+            .unwrap()
+            .map(|t| t.name().to_owned())
+            .collect();
+        let meta = txn.open_table(META).unwrap();
+        assert_eq!(meta.get(FORMAT).unwrap().unwrap().value(), FORMAT_VERSION);
+        names
+    }
+
+    /// Opens a migrated queue: both messages are there, the old lease still holds message 2
+    /// and expires at its old end (an attempt counted); the file is format 3 without the old
+    /// tables and opens again as it is.
+    async fn check_migrated(dir: &std::path::Path) {
         let clock = Arc::new(ManualClock::new(Timestamp::from_millis(T0)));
-        let q = open(dir.path(), &clock).unwrap();
+        let q = open(dir, &clock).unwrap();
         let s = q.stats().await.unwrap();
         assert_eq!((s.backlog, s.leased), (2, 1));
-        // The queued one is leased; the old lease still holds message 2.
         let l = q.lease(10).await.unwrap();
         assert_eq!(l.iter().map(|l| l.id().0).collect::<Vec<_>>(), [1]);
         assert!(
@@ -698,36 +507,53 @@ mod tests {
             l[0].token
         );
         q.ack(&[l[0].id()]).await.unwrap();
-        // At its old end the old lease expires: an attempt counted, leased again.
+        // The payload hash index came along: a copy of message 2 is a duplicate.
+        let dup = q.append(vec![NewMessage::new("leased")]).await.unwrap();
+        assert_eq!(dup, [crate::Appended::Duplicate(MessageId(2))]);
         clock.set(Timestamp::from_millis(T0 + 1000));
         let l = q.lease(10).await.unwrap();
         assert_eq!(l.len(), 1);
         assert_eq!(l[0].id().0, 2);
+        assert_eq!(l[0].message.payload, b"leased");
         assert_eq!(l[0].message.attempts, 1);
         assert_eq!(
             l[0].message.last_error.as_deref(),
             Some(crate::LEASE_EXPIRED)
         );
         q.close().await.unwrap();
-        // The file is format 2 now, without the old tables, and opens again as it is.
-        {
-            let db = redb::Database::open(dir.path().join(super::super::DB_FILE)).unwrap();
-            let txn = db.begin_read().unwrap();
-            let names: Vec<String> = txn
-                .list_tables()
-                .unwrap()
-                .map(|t| t.name().to_owned())
-                .collect();
-            assert!(
-                !names.iter().any(|n| n == "inflight" || n == "leases"),
-                "{names:?}"
-            );
-            let meta = txn.open_table(META).unwrap();
-            assert_eq!(meta.get(FORMAT).unwrap().unwrap().value(), FORMAT_VERSION);
+        let names = table_names(&dir.join(super::super::DB_FILE));
+        for gone in [
+            "messages",
+            "schedule",
+            "hashes",
+            "leased",
+            "lease_calls",
+            "leases",
+            "inflight",
+        ] {
+            assert!(!names.iter().any(|n| n == gone), "{gone} in {names:?}");
         }
-        let q = open(dir.path(), &clock).unwrap();
-        assert_eq!(q.stats().await.unwrap().leased, 1);
+        let q = open(dir, &clock).unwrap();
+        let s = q.stats().await.unwrap();
+        assert_eq!((s.backlog, s.leased), (1, 1));
+        // Ids continue after the migrated ones.
+        let new = q.append(vec![NewMessage::new("new")]).await.unwrap();
+        assert_eq!(new, [crate::Appended::New(MessageId(3))]);
         q.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_format_1_queue_is_migrated_and_its_leases_still_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        write_format_1(&dir.path().join(super::super::DB_FILE));
+        check_migrated(dir.path()).await;
+    }
+
+    #[tokio::test]
+    async fn a_format_2_queue_is_migrated_and_its_leases_still_expire() {
+        let dir = tempfile::tempdir().unwrap();
+        write_format_2(&dir.path().join(super::super::DB_FILE));
+        check_migrated(dir.path()).await;
     }
 
     #[tokio::test]
@@ -747,53 +573,132 @@ mod tests {
         let e = open(dir.path(), &clock).unwrap_err();
         let text = e.to_string();
         assert!(
-            text.contains("format 3") && text.contains("newer searchwire"),
+            text.contains("format 4") && text.contains("newer searchwire"),
             "{text}"
         );
     }
 
+    /// Rows per table, read from the file.
+    async fn rows(q: &EmbeddedQueue, t: TableDefinition<'static, u64, &'static [u8]>) -> u64 {
+        q.read(move |txn| {
+            txn.open_table(t)
+                .map_err(super::super::storage)?
+                .len()
+                .map_err(super::super::storage)
+        })
+        .await
+        .unwrap()
+    }
+
     #[tokio::test]
-    async fn lease_call_rows_go_once_their_leases_end() {
+    async fn one_segment_per_commit_and_one_row_per_lease_call_both_go_when_done() {
         let dir = tempfile::tempdir().unwrap();
         let clock = Arc::new(ManualClock::new(Timestamp::from_millis(T0)));
         let q = open(dir.path(), &clock).unwrap();
-        let batch = (0..10)
-            .map(|i| crate::NewMessage::new(format!("m{i}")))
-            .collect();
+        let batch = (0..10).map(|i| NewMessage::new(format!("m{i}"))).collect();
         q.append(batch).await.unwrap();
+        assert_eq!(rows(&q, SEGMENTS).await, 1, "one segment for the batch");
+        assert_eq!(rows(&q, BODIES).await, 1);
         let a = q.lease(4).await.unwrap();
         let b = q.lease(6).await.unwrap();
-        let rows = |q: &EmbeddedQueue| {
-            let q = q.clone();
-            async move {
-                q.read(|txn| {
-                    txn.open_table(LEASE_CALLS)
-                        .map_err(super::super::storage)?
-                        .len()
-                        .map_err(super::super::storage)
-                })
-                .await
-                .unwrap()
-            }
-        };
-        assert_eq!(rows(&q).await, 2, "one row per lease call");
+        assert_eq!(rows(&q, CALLS).await, 2, "one row per lease call");
         let ids: Vec<MessageId> = a.iter().map(|l| l.id()).collect();
         q.ack(&ids[..3]).await.unwrap();
-        assert_eq!(
-            rows(&q).await,
-            2,
-            "one lease of the first call is still out"
-        );
+        assert_eq!(rows(&q, CALLS).await, 2, "a lease of the first call is out");
+        assert_eq!(rows(&q, SEGMENT_DONE).await, 1, "three slots done");
         q.reschedule(&a[3], Timestamp::from_millis(T0 + 10), "x")
             .await
             .unwrap();
-        assert_eq!(rows(&q).await, 1, "every lease of the first call ended");
-        // The second call's leases expire: all six come back, and its row goes.
+        assert_eq!(
+            rows(&q, CALLS).await,
+            1,
+            "every lease of the first call ended"
+        );
+        assert_eq!(
+            rows(&q, SEGMENTS).await,
+            2,
+            "the rescheduled one was rewritten"
+        );
+        // The second call's leases expire: all six come back, rewritten, and the row goes.
         clock.advance(crate::DEFAULT_LEASE_TIMEOUT + Duration::from_millis(1));
         let again = q.lease(100).await.unwrap();
         assert_eq!(again.len(), 7, "six expired and one rescheduled");
         assert!(b.iter().all(|l| again.iter().any(|x| x.id() == l.id())));
-        assert_eq!(rows(&q).await, 1, "only the new call's row");
+        assert_eq!(rows(&q, CALLS).await, 1, "only the new call's row");
+        assert_eq!(
+            rows(&q, SEGMENTS).await,
+            2,
+            "the first segment is all done and gone; the expired ones were rewritten"
+        );
+        let ids: Vec<MessageId> = again.iter().map(|l| l.id()).collect();
+        q.ack(&ids).await.unwrap();
+        for t in [SEGMENTS, BODIES, SEGMENT_DONE, CALLS] {
+            assert_eq!(rows(&q, t).await, 0, "{}", t.name());
+        }
         q.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn reopening_rebuilds_order_dedup_and_leases_from_the_segments() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(T0)));
+        let q = open(dir.path(), &clock).unwrap();
+        q.append(vec![
+            NewMessage::new("low"),
+            NewMessage::new("high").priority(5),
+            NewMessage::new("later").retry_at(Timestamp::from_millis(T0 + 50)),
+            NewMessage::new("held"),
+        ])
+        .await
+        .unwrap();
+        // Lease everything due (high, low, held), give back two: "held" stays leased.
+        let l = q.lease(3).await.unwrap();
+        let payloads: Vec<&[u8]> = l.iter().map(|l| l.message.payload.as_slice()).collect();
+        assert_eq!(payloads, [&b"high"[..], b"low", b"held"]);
+        q.reschedule(&l[0], Timestamp::from_millis(T0), "e")
+            .await
+            .unwrap();
+        q.ack(&[l[1].id()]).await.unwrap();
+        q.close().await.unwrap();
+
+        let q = open(dir.path(), &clock).unwrap();
+        let s = q.stats().await.unwrap();
+        assert_eq!((s.backlog, s.leased, s.due), (3, 1, 1));
+        let dup = q.append(vec![NewMessage::new("held")]).await.unwrap();
+        assert_eq!(dup, [crate::Appended::Duplicate(l[2].id())]);
+        clock.set(Timestamp::from_millis(T0 + 50));
+        let again = q.lease(10).await.unwrap();
+        let payloads: Vec<&[u8]> = again.iter().map(|l| l.message.payload.as_slice()).collect();
+        assert_eq!(payloads, [&b"high"[..], b"later"], "held is still leased");
+        assert_eq!(again[0].message.attempts, 1);
+        let listed = q.list(None, 10).await.unwrap();
+        assert_eq!(listed.len(), 3);
+        q.close().await.unwrap();
+    }
+
+    #[test]
+    fn damaged_rows_are_errors_not_panics() {
+        let e = [CallEntry {
+            id: 1,
+            seg: 2,
+            slot: 3,
+        }];
+        let call = encode_call(9, "c", &e);
+        assert_eq!(
+            parse_call(1, &call).unwrap(),
+            (9, "c".to_owned(), e.to_vec())
+        );
+        for n in 0..call.len() {
+            if n != 11 {
+                assert!(parse_call(1, &call[..n]).is_err(), "truncated at {n}");
+            }
+        }
+        let body = encode_body(&[0, 2], b"abcd");
+        assert_eq!(body_slot(1, &body, 1).unwrap(), b"cd");
+        assert!(body_slot(1, &body, 2).is_err());
+        for n in 0..body.len() {
+            let _ = body_slot(1, &body[..n], 1);
+        }
+        assert!(parse_header(1, &[0; 5]).is_err());
     }
 }
