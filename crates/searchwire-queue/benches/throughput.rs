@@ -9,6 +9,7 @@
 //!   QUEUE_BENCH_CONFIGS=1000x1,1000x4 cargo bench -p searchwire-queue --bench throughput
 //!   QUEUE_BENCH_PIPELINE=1 ...   # the consumer acks batch k while it leases batch k+1
 //!   QUEUE_BENCH_BACKENDS=redis ...  # only this backend (embedded, redis; default both)
+//!   QUEUE_BENCH_OPEN=200000 ...     # also: how long an embedded open takes with this backlog
 //!
 //! `cpu µs/msg` is this process's CPU time (user + system, all threads, from
 //! `/proc/self/stat`) per message appended, leased and acked; `server µs/msg` is
@@ -215,6 +216,43 @@ fn header() {
     );
 }
 
+/// How long opening an embedded queue takes with `backlog` messages queued (1 KB each, a
+/// tenth of them leased): open rebuilds the in-memory indexes from the segment headers.
+async fn open_cost(target: &std::path::Path, backlog: usize) {
+    let dir = tempfile::tempdir_in(target).unwrap();
+    let q = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
+    for start in (0..backlog).step_by(1000) {
+        let msgs = (start..(start + 1000).min(backlog))
+            .map(|i| NewMessage::new(payload(0, i)))
+            .collect();
+        q.append(msgs).await.unwrap();
+    }
+    q.lease(backlog / 10).await.unwrap();
+    if let Queue::Embedded(e) = &q {
+        e.close().await.unwrap();
+    }
+    let bytes = std::fs::metadata(dir.path().join(searchwire_queue::embedded::DB_FILE))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let mut times = Vec::new();
+    for _ in 0..3 {
+        let start = Instant::now();
+        let q = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
+        times.push(start.elapsed().as_secs_f64());
+        assert_eq!(q.stats().await.unwrap().backlog, backlog as u64);
+        if let Queue::Embedded(e) = &q {
+            e.close().await.unwrap();
+        }
+    }
+    let t = median(times);
+    println!(
+        "embedded open with a backlog of {backlog} ({:.0} MB file): {:.0} ms median of 3, {:.2} µs per message",
+        bytes as f64 / 1e6,
+        t * 1e3,
+        t * 1e6 / backlog as f64
+    );
+}
+
 fn main() {
     let n = env_usize("QUEUE_BENCH_N", 50_000);
     let runs = env_usize("QUEUE_BENCH_RUNS", 3);
@@ -247,6 +285,10 @@ fn main() {
             if let Queue::Embedded(e) = &q {
                 e.close().await.unwrap();
             }
+        }
+        let backlog = env_usize("QUEUE_BENCH_OPEN", 0);
+        if backlog > 0 && wanted("embedded") {
+            open_cost(&target, backlog).await;
         }
         match std::env::var("SEARCHWIRE_TEST_REDIS") {
             Ok(url) if !url.is_empty() && wanted("redis") => {
