@@ -23,10 +23,14 @@ use crate::message::{
 };
 use crate::record;
 
-/// A segment under construction closes at this many slots or record bytes (so a body stays a
-/// few MB: a lease reads a whole body).
+/// A segment under construction closes at this many slots, or before its body would pass
+/// this many bytes (a record larger than that gets a segment of its own). redb stores a
+/// large value in a run of pages rounded up to a power of two, so a body just over 1 MiB
+/// would take 2 MiB of file; and a lease reads a whole body.
 const SEGMENT_SLOTS: usize = 4096;
-const SEGMENT_BYTES: usize = 4 << 20;
+const SEGMENT_BYTES: usize = 1 << 20;
+/// Room left in a body for redb's own bytes around the value.
+const BODY_SLACK: usize = 256;
 
 /// Where a queued message is, and what ordering and de-duplication need.
 #[derive(Debug, Clone)]
@@ -333,11 +337,11 @@ impl<'s, 't> Txn<'s, 't> {
 
     /// Adds a record to the open segment; returns its (segment, slot).
     fn put(&mut self, h: &SlotHeader, rec: &[u8]) -> Result<(u64, u32)> {
-        if self
-            .builder
-            .as_ref()
-            .is_some_and(|b| b.offsets.len() >= SEGMENT_SLOTS || b.records.len() >= SEGMENT_BYTES)
-        {
+        let full = |b: &Builder| {
+            let body = 4 * (b.offsets.len() + 3) + b.records.len() + rec.len() + BODY_SLACK;
+            !b.offsets.is_empty() && (b.offsets.len() >= SEGMENT_SLOTS || body > SEGMENT_BYTES)
+        };
+        if self.builder.as_ref().is_some_and(full) {
             self.flush()?;
         }
         let b = match &mut self.builder {
