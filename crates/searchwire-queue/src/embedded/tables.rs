@@ -676,6 +676,90 @@ mod tests {
         q.close().await.unwrap();
     }
 
+    #[tokio::test]
+    async fn a_segment_body_stays_under_1_mib_and_a_larger_record_gets_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(T0)));
+        let q = open(dir.path(), &clock).unwrap();
+        let big = |c: u8, n: usize| NewMessage::new(vec![c; n]);
+        // One commit: 400 KB + 400 KB fit one body, the third starts a second; 2 MB alone.
+        q.append(vec![
+            big(b'a', 400_000),
+            big(b'b', 400_000),
+            big(b'c', 400_000),
+            big(b'd', 2_000_000),
+            big(b'e', 10),
+        ])
+        .await
+        .unwrap();
+        assert_eq!(rows(&q, SEGMENTS).await, 4);
+        let sizes = q
+            .read(|txn| {
+                let t = txn.open_table(BODIES).map_err(super::super::storage)?;
+                let mut out = Vec::new();
+                for r in t.iter().map_err(super::super::storage)? {
+                    out.push(r.map_err(super::super::storage)?.1.value().len());
+                }
+                Ok(out)
+            })
+            .await
+            .unwrap();
+        assert!(sizes[0] > 800_000 && sizes[0] < 1 << 20, "{sizes:?}");
+        assert!(sizes[2] > 2_000_000, "{sizes:?}");
+        let l = q.lease(10).await.unwrap();
+        let firsts: Vec<(u8, usize)> = l
+            .iter()
+            .map(|l| (l.message.payload[0], l.message.payload.len()))
+            .collect();
+        assert_eq!(
+            firsts,
+            [
+                (b'a', 400_000),
+                (b'b', 400_000),
+                (b'c', 400_000),
+                (b'd', 2_000_000),
+                (b'e', 10)
+            ]
+        );
+        q.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_failed_job_leaves_nothing_in_memory_either() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(T0)));
+        let q = open(dir.path(), &clock).unwrap();
+        q.append(vec![NewMessage::new("kept")]).await.unwrap();
+        // A job that appends, leases and acks, then fails: its transaction is rolled back,
+        // and so must be what it changed in the in-memory indexes.
+        let now = Timestamp::from_millis(T0);
+        let e = q
+            .write(move |t| {
+                t.append(&[NewMessage::new("rolled back")], now)?;
+                let l = t.lease(10, now, Duration::from_secs(60), "x")?;
+                t.ack(&[l[0].id()])?;
+                Err::<(), _>(crate::Error::corrupt("injected"))
+            })
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("injected"), "{e}");
+        let s = q.stats().await.unwrap();
+        assert_eq!((s.backlog, s.leased, s.due), (1, 0, 1));
+        let again = q
+            .append(vec![NewMessage::new("rolled back")])
+            .await
+            .unwrap();
+        assert_eq!(
+            again,
+            [crate::Appended::New(MessageId(2))],
+            "id 2 was not used"
+        );
+        let l = q.lease(10).await.unwrap();
+        let p: Vec<&[u8]> = l.iter().map(|l| l.message.payload.as_slice()).collect();
+        assert_eq!(p, [&b"kept"[..], b"rolled back"]);
+        q.close().await.unwrap();
+    }
+
     #[test]
     fn damaged_rows_are_errors_not_panics() {
         let e = [CallEntry {
