@@ -13,6 +13,13 @@
 //! (a damaged record), the group is rolled back and its jobs are re-run one per transaction,
 //! so one bad job cannot fail its neighbours.
 //!
+//! # Storage
+//!
+//! The file holds segments (the records each commit creates, written once), a done bitmap
+//! per segment, one row per lease call, the dead letters and counters (`tables.rs`, on-disk
+//! format 3). The delivery order, id → slot, the payload hashes and the counts live in
+//! memory (`state.rs`) and are rebuilt from the segment headers when the queue is opened.
+//!
 //! # Durability
 //!
 //! - **`kill -9` of the process:** every operation whose future returned `Ok` is in the file;
@@ -140,8 +147,9 @@ impl std::fmt::Debug for EmbeddedQueue {
 
 impl EmbeddedQueue {
     /// Opens (or creates) the queue in `config.dir`. Blocks while redb opens the file (a
-    /// repair after a crash reads the whole file); call it from `spawn_blocking` if that
-    /// matters.
+    /// repair after a crash reads the whole file), migrates an older format, and rebuilds
+    /// the in-memory indexes from the segment headers (under a microsecond per queued
+    /// message); call it from `spawn_blocking` if that matters.
     pub fn open(config: EmbeddedConfig) -> Result<Self> {
         config.options.validate()?;
         if config.max_group == 0 {
