@@ -325,6 +325,7 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         Ok(d) => (d.count, d.worst),
         Err(_) => (0, None),
     };
+    let left_queued = left_queued(queued.as_ref(), drained.as_ref());
     let summary = Summary {
         input: &a.input,
         lines,
@@ -362,7 +363,56 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         }
     } else if dead_count > 0 || stats.sink_errors > 0 {
         exit::HTTP_ERROR
+    } else if left_queued {
+        exit::QUEUED
     } else {
         exit::SUCCESS
     })
+}
+
+/// Whether messages are left in the queue after the drain ([`exit::QUEUED`]): the drain's
+/// `left` (the queue's backlog; a shared Redis queue counts other producers' messages too),
+/// or, when the drain failed, whether this run queued anything.
+fn left_queued(
+    queued: Option<&searchwire_bulk::QueueSinkReport>,
+    drained: Option<&Result<searchwire_bulk::DeliveryReport, String>>,
+) -> bool {
+    match (queued, drained) {
+        (_, Some(Ok(r))) => r.left > 0,
+        (Some(q), _) => q.queued + q.duplicates > 0,
+        (None, _) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use searchwire_bulk::{DeliveryReport, QueueSinkReport};
+
+    #[test]
+    fn messages_left_after_the_drain_are_exit_code_6() {
+        assert_eq!(exit::QUEUED, 6, "documented in README and --help");
+        let queued = QueueSinkReport {
+            queued: 3,
+            ..Default::default()
+        };
+        let left = |n| {
+            Ok(DeliveryReport {
+                left: n,
+                ..Default::default()
+            })
+        };
+        assert!(left_queued(Some(&queued), Some(&left(3))));
+        assert!(!left_queued(Some(&queued), Some(&left(0))), "all delivered");
+        assert!(
+            left_queued(Some(&queued), Some(&Err("redis gone".into()))),
+            "the drain failed after this run queued"
+        );
+        assert!(!left_queued(
+            Some(&QueueSinkReport::default()),
+            Some(&Err("x".into()))
+        ));
+        assert!(left_queued(Some(&queued), None), "interrupted: no drain");
+        assert!(!left_queued(None, None), "no queue");
+    }
 }

@@ -31,8 +31,10 @@ input, the ingest delivers from the queue for up to --drain-timeout and leaves t
 queued (summary \"queue\":{\"queued\",\"duplicates\",\"append_failed\",\"delivery\":\
 {\"delivered\",\"rescheduled\",\"dead_lettered\",\"left\"}}); `searchwire queue deliver` \
 drains it later. The --resume checkpoint counts a line once written or durably queued.
-Exit codes: 0 every line acknowledged (or durably queued), 1 some lines dead-lettered, 2 usage or configuration \
-error (or unreadable input), 4 the cluster was unreachable, 5 credentials rejected, 130 interrupted.";
+Exit codes: 0 every line acknowledged by the cluster, 1 some lines dead-lettered, 2 usage or \
+configuration error (or unreadable input), 4 the cluster was unreachable, 5 credentials \
+rejected, 6 completed with messages left durably queued (summary \"left\" > 0: run \
+`searchwire queue deliver` later), 130 interrupted.";
 
 /// Input format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
