@@ -51,6 +51,8 @@ use crate::signals::Signals;
 
 /// Exit code after Ctrl-C (128 + SIGINT, as shells report it).
 pub const INTERRUPTED: u8 = 130;
+
+/// What the reader, the indexer's sinks and the reporter share during one run.
 struct Shared {
     tracker: Mutex<Tracker>,
     dead: Mutex<DeadLetters>,
