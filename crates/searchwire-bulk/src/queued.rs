@@ -646,6 +646,74 @@ mod tests {
             .all(|i| i.reason.error_type == "queue_append_failed"));
     }
 
+    /// Polls `room()` once: ready now, or the producer would wait.
+    fn room_now(sink: &QueueSink) -> bool {
+        use std::future::Future;
+        let fut = sink.room();
+        tokio::pin!(fut);
+        let waker = std::task::Waker::noop();
+        fut.as_mut()
+            .poll(&mut std::task::Context::from_waker(waker))
+            .is_ready()
+    }
+
+    /// The appender runs on this current-thread runtime only when the test yields, so while
+    /// the test hands items over without awaiting, every one of them waits for its append
+    /// (the append is held). The producer may hand over exactly `capacity` items (the
+    /// default, 10,000) before `room()` makes it wait; once the appender ran, it may go on.
+    #[tokio::test(flavor = "current_thread")]
+    async fn the_producer_waits_while_capacity_items_wait_for_their_append() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue =
+            Queue::open_embedded(searchwire_queue::EmbeddedConfig::new(dir.path())).unwrap();
+        let refuse = |_: &FailedItem| -> Result<(), SinkError> { panic!("nothing dead") };
+        let sink = QueueSink::start(queue.clone(), QueueSinkConfig::default(), refuse);
+        let mut handed = 0u64;
+        while room_now(&sink) {
+            assert!(
+                handed <= QUEUE_SINK_CAPACITY as u64,
+                "no back-pressure: {handed} items handed over, none appended"
+            );
+            sink.undeliverable(&failed(handed, &format!("b{handed}")))
+                .unwrap();
+            handed += 1;
+        }
+        assert_eq!(handed, QUEUE_SINK_CAPACITY as u64);
+        assert_eq!(QUEUE_SINK_CAPACITY, 10_000, "the documented bound");
+        assert_eq!(sink.unsettled(), QUEUE_SINK_CAPACITY);
+
+        // The appender runs (the test awaits): the first batch's append returns and the
+        // producer gets room again, with no item lost.
+        tokio::time::timeout(Duration::from_secs(60), sink.room())
+            .await
+            .expect("room once the appender ran");
+        assert!(sink.unsettled() < QUEUE_SINK_CAPACITY);
+        let r = sink.close().await;
+        assert_eq!((r.queued, r.duplicates, r.append_failed), (handed, 0, 0));
+        assert_eq!(queue.stats().await.unwrap().backlog, handed);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_configured_capacity_is_the_bound() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue =
+            Queue::open_embedded(searchwire_queue::EmbeddedConfig::new(dir.path())).unwrap();
+        let refuse = |_: &FailedItem| -> Result<(), SinkError> { panic!("nothing dead") };
+        let config = QueueSinkConfig {
+            capacity: 3,
+            ..Default::default()
+        };
+        let sink = QueueSink::start(queue, config, refuse);
+        let mut handed = 0;
+        while room_now(&sink) && handed < 100 {
+            sink.undeliverable(&failed(handed, &format!("s{handed}")))
+                .unwrap();
+            handed += 1;
+        }
+        assert_eq!(handed, 3);
+        assert_eq!(sink.close().await.queued, 3);
+    }
+
     #[test]
     fn the_delivery_delay_follows_the_class_and_stops_growing() {
         let p = RetryPolicy {

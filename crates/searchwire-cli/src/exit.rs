@@ -16,6 +16,11 @@ pub const DEADLINE: u8 = 3;
 pub const NO_NODE: u8 = 4;
 /// A node rejected the credentials (401) or denied permission (403).
 pub const AUTH: u8 = 5;
+/// `ingest` / `queue deliver` completed, nothing was lost or refused, but messages are left
+/// durably queued, not yet in the cluster (`"left"` in the summary): run `searchwire queue
+/// deliver` (or a relay) once the cluster is back. Distinct from 0, so a script can tell
+/// "all in the cluster" from "all safe, some still queued".
+pub const QUEUED: u8 = 6;
 
 /// The exit code of a failed request.
 pub fn for_error(kind: ErrorKind) -> u8 {

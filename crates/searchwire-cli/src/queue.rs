@@ -68,7 +68,8 @@ UTF-8 text, or null with \"payload_hex\" when it is not UTF-8); replay {\"replay
 \"duplicates\"}; purge {\"purged\"}; deliver {\"delivered\",\"rescheduled\",\
 \"dead_lettered\",\"left\"} (deliver leases: for the embedded queue, nothing else may hold it). \
 Times are RFC 3339 UTC.
-Exit codes: 0 success, 1 the queue failed (storage or Redis error), 2 usage error.";
+Exit codes: 0 success, 1 the queue failed (storage or Redis error), 2 usage error, 6 deliver \
+stopped (--timeout, or the cluster still failing) with messages left (\"left\" > 0).";
 
 /// Where the queue is.
 #[derive(Debug, Args)]
@@ -247,7 +248,11 @@ async fn deliver(queue: &Queue, a: &DeliverArgs, auth: crate::request::Auth) -> 
         }
         .as_bytes(),
     );
-    exit::SUCCESS
+    if r.left > 0 {
+        exit::QUEUED
+    } else {
+        exit::SUCCESS
+    }
 }
 
 /// The delivery loop through an indexer built from `builder` (tracked items; a `create`

@@ -1,7 +1,10 @@
-//! `searchwire ingest --queue-dir` and `searchwire queue deliver` against an in-process fake
-//! cluster whose every `_bulk` item answers 503: everything goes into the embedded queue
-//! (exact counts in the summary), nothing is dead-lettered; once the cluster is back,
+//! `searchwire ingest --queue-dir` / `--redis` and `searchwire queue deliver` against an
+//! in-process fake cluster whose every `_bulk` item answers 503: everything goes into the
+//! queue (exact counts in the summary), nothing is dead-lettered; once the cluster is back,
 //! `queue deliver` drains the queue to zero, each id written once, the high priority first.
+//! Each scenario runs on the embedded queue and on a real Redis (`scripts/redis`, as
+//! `scripts/test` starts it: `SEARCHWIRE_TEST_REDIS`; the Redis runs are skipped without it
+//! unless `SEARCHWIRE_REQUIRE_REDIS=1`, which `scripts/test` sets).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -30,8 +33,15 @@ async fn run(args: &[&str]) -> Output {
 }
 
 fn succeeded(o: &Output) {
+    exited(o, 0);
+}
+
+/// Exit code 6: the ingest completed, and messages are left durably queued.
+const LEFT_QUEUED: i32 = 6;
+
+fn exited(o: &Output, code: i32) {
     let err = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert_eq!(o.status.code(), Some(code), "{err}");
 }
 
 fn last_json(o: &Output) -> Value {
@@ -61,6 +71,82 @@ fn dir() -> PathBuf {
     d
 }
 
+/// Where the ingest queues: the embedded queue in a directory, or a stream of its own in
+/// the test Redis.
+enum Backend {
+    Dir(PathBuf),
+    Redis { url: String, stream: String },
+}
+
+impl Backend {
+    /// The embedded queue in `dir`.
+    fn embedded(dir: PathBuf) -> Option<Backend> {
+        Some(Backend::Dir(dir))
+    }
+
+    /// A fresh stream in the test Redis, or `None` (skipped) without one.
+    fn redis() -> Option<Backend> {
+        let required = std::env::var("SEARCHWIRE_REQUIRE_REDIS").is_ok_and(|v| v.trim() == "1");
+        match std::env::var("SEARCHWIRE_TEST_REDIS") {
+            Ok(u) if !u.trim().is_empty() => {
+                use std::sync::atomic::{AtomicU32, Ordering};
+                static N: AtomicU32 = AtomicU32::new(0);
+                let stream = format!(
+                    "sw-ingest-test-{}-{}-{}",
+                    std::process::id(),
+                    N.fetch_add(1, Ordering::Relaxed),
+                    fastrand::u64(..)
+                );
+                Some(Backend::Redis {
+                    url: u.trim().to_owned(),
+                    stream,
+                })
+            }
+            _ => {
+                assert!(
+                    !required,
+                    "SEARCHWIRE_REQUIRE_REDIS=1 but SEARCHWIRE_TEST_REDIS is not set"
+                );
+                eprintln!("ingest_queue: Redis run skipped (SEARCHWIRE_TEST_REDIS is not set)");
+                None
+            }
+        }
+    }
+
+    /// The flags of `searchwire ingest`.
+    fn ingest_args(&self) -> Vec<String> {
+        match self {
+            Backend::Dir(d) => vec!["--queue-dir".into(), d.display().to_string()],
+            Backend::Redis { url, stream } => vec![
+                "--redis".into(),
+                url.clone(),
+                "--redis-stream".into(),
+                stream.clone(),
+            ],
+        }
+    }
+
+    /// The flags of `searchwire queue ...`.
+    fn queue_args(&self) -> Vec<String> {
+        match self {
+            Backend::Dir(d) => vec!["--queue-dir".into(), d.display().to_string()],
+            Backend::Redis { url, stream } => {
+                vec![
+                    "--redis".into(),
+                    url.clone(),
+                    "--stream".into(),
+                    stream.clone(),
+                ]
+            }
+        }
+    }
+}
+
+async fn run_owned(args: Vec<String>) -> Output {
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(&refs).await
+}
+
 fn write_docs(path: &Path, prefix: &str, n: usize) {
     let mut s = String::new();
     for i in 0..n {
@@ -69,8 +155,8 @@ fn write_docs(path: &Path, prefix: &str, n: usize) {
     std::fs::write(path, s).unwrap();
 }
 
-async fn ingest_into_queue(url: &str, input: &Path, queue: &Path, priority: &str) -> Value {
-    let out = run(&[
+async fn ingest_into_queue(url: &str, input: &Path, queue: &Backend, priority: &str) -> Value {
+    let mut args: Vec<String> = [
         "ingest",
         input.to_str().unwrap(),
         "--url",
@@ -84,20 +170,48 @@ async fn ingest_into_queue(url: &str, input: &Path, queue: &Path, priority: &str
         // One request at a time: the queue's arrival order is the input order.
         "--concurrency",
         "1",
-        "--queue-dir",
-        queue.to_str().unwrap(),
         "--priority",
         priority,
         "--drain-timeout",
         "0s",
-    ])
-    .await;
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(queue.ingest_args());
+    let out = run_owned(args).await;
+    // Everything is queued (--drain-timeout 0s): completed, messages left.
+    exited(&out, LEFT_QUEUED);
+    last_json(&out)
+}
+
+/// `queue deliver ... --json` once the cluster is back; returns its report.
+async fn deliver(url: &str, queue: &Backend, extra: &[&str]) -> Value {
+    let mut args: Vec<String> = vec!["queue".into(), "deliver".into()];
+    args.extend(queue.queue_args());
+    args.extend(["--url", url, "--json"].iter().map(|s| s.to_string()));
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let out = run_owned(args).await;
     succeeded(&out);
     last_json(&out)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_cluster_queues_everything_and_delivery_drains_it_high_priority_first() {
+    let d = dir();
+    let queue = Backend::embedded(d.join("queue")).unwrap();
+    failing_cluster_then_deliver(&d, &queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_a_failing_cluster_queues_everything_and_delivery_drains_it_high_priority_first() {
+    let Some(queue) = Backend::redis() else {
+        return;
+    };
+    failing_cluster_then_deliver(&dir(), &queue).await;
+}
+
+async fn failing_cluster_then_deliver(d: &Path, queue: &Backend) {
     let cluster = FakeCluster::start(2).await.unwrap();
     let bulk = FakeBulk::new();
     bulk.install(&cluster);
@@ -105,15 +219,13 @@ async fn a_failing_cluster_queues_everything_and_delivery_drains_it_high_priorit
         node.set_recording(false);
     }
     let url = cluster.urls().join(",");
-    let d = dir();
-    let queue = d.join("queue");
     let (low, high) = (d.join("low.ndjson"), d.join("high.ndjson"));
     write_docs(&low, "low", 3000);
     write_docs(&high, "high", 2000);
 
     // Every item answers 503: nothing is written, everything is queued, nothing is dead.
     bulk.fault_every(Some((1, BulkFault::Unavailable)));
-    let s = ingest_into_queue(&url, &low, &queue, "1").await;
+    let s = ingest_into_queue(&url, &low, queue, "1").await;
     assert_eq!(s["lines"], 3000);
     assert_eq!(s["indexed"], 0);
     assert_eq!(s["dead_letters"], 0, "{s}");
@@ -122,31 +234,18 @@ async fn a_failing_cluster_queues_everything_and_delivery_drains_it_high_priorit
     assert_eq!(s["queue"]["duplicates"], 0);
     assert_eq!(s["queue"]["append_failed"], 0);
     assert_eq!(s["queue"]["delivery"]["left"], 3000, "{s}");
-    let s = ingest_into_queue(&url, &high, &queue, "9").await;
+    let s = ingest_into_queue(&url, &high, queue, "9").await;
     assert_eq!(s["queue"]["queued"], 2000, "{s}");
     assert_eq!(s["queue"]["delivery"]["left"], 5000, "{s}");
     // The same documents again: de-duplicated by payload hash, nothing new queued.
-    let s = ingest_into_queue(&url, &high, &queue, "9").await;
+    let s = ingest_into_queue(&url, &high, queue, "9").await;
     assert_eq!(s["queue"]["duplicates"], 2000, "{s}");
     assert_eq!(s["queue"]["delivery"]["left"], 5000, "{s}");
     assert_eq!(bulk.count("k"), 0);
 
     // The cluster is back: the queue drains to zero, every id written exactly once.
     bulk.fault_every(None);
-    let out = run(&[
-        "queue",
-        "deliver",
-        "--queue-dir",
-        queue.to_str().unwrap(),
-        "--url",
-        &url,
-        "--concurrency",
-        "1",
-        "--json",
-    ])
-    .await;
-    succeeded(&out);
-    let r = last_json(&out);
+    let r = deliver(&url, queue, &["--concurrency", "1"]).await;
     assert_eq!(r["delivered"], 5000, "{r}");
     assert_eq!(r["dead_lettered"], 0);
     assert_eq!(r["left"], 0);
@@ -162,18 +261,32 @@ async fn a_failing_cluster_queues_everything_and_delivery_drains_it_high_priorit
     );
     assert!(lows.windows(2).all(|w| w[0] < w[1]), "arrival order (low)");
     assert!(highs.last().unwrap() < lows.first().unwrap(), "high first");
-    let _ = std::fs::remove_dir_all(&d);
+    let _ = std::fs::remove_dir_all(d);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_at_a_random_moment_while_queueing_then_resume_queues_each_document_exactly_once() {
+    let d = dir();
+    let queue = Backend::embedded(d.join("q")).unwrap();
+    kill_9_then_resume(&d, &queue).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_kill_9_at_a_random_moment_while_queueing_then_resume_queues_each_document_exactly_once(
+) {
+    let Some(queue) = Backend::redis() else {
+        return;
+    };
+    kill_9_then_resume(&dir(), &queue).await;
+}
+
+async fn kill_9_then_resume(d: &Path, queue: &Backend) {
     let cluster = FakeCluster::start(1).await.unwrap();
     let bulk = FakeBulk::new();
     bulk.install(&cluster);
     cluster.node(0).set_recording(false);
     let url = cluster.urls().join(",");
-    let d = dir();
-    let (queue, input, cp) = (d.join("q"), d.join("in.ndjson"), d.join("cp"));
+    let (input, cp) = (d.join("in.ndjson"), d.join("cp"));
     let n = 20_000;
     write_docs(&input, "doc", n);
     let total = std::fs::metadata(&input).unwrap().len();
@@ -191,8 +304,6 @@ async fn kill_9_at_a_random_moment_while_queueing_then_resume_queues_each_docume
             "id",
             "--unavailable-retries",
             "0",
-            "--queue-dir",
-            queue.to_str().unwrap(),
             "--resume",
             cp.to_str().unwrap(),
             "--drain-timeout",
@@ -203,6 +314,7 @@ async fn kill_9_at_a_random_moment_while_queueing_then_resume_queues_each_docume
         .iter()
         .map(|s| s.to_string())
         .collect();
+        v.extend(queue.ingest_args());
         v.extend(extra.iter().map(|s| s.to_string()));
         v
     };
@@ -250,10 +362,8 @@ async fn kill_9_at_a_random_moment_while_queueing_then_resume_queues_each_docume
     // Resume, the cluster still failing: the rest is queued; what was queued before the
     // kill but after the checkpoint is read again and de-duplicated.
     bulk.set_delay(None);
-    let owned = args(&[]);
-    let refs: Vec<&str> = owned.iter().map(String::as_str).collect();
-    let out = run(&refs).await;
-    succeeded(&out);
+    let out = run_owned(args(&[])).await;
+    exited(&out, LEFT_QUEUED);
     let s = last_json(&out);
     let reread = s["lines"].as_u64().unwrap();
     assert!(reread < n as u64, "resumed, not restarted: {reread}");
@@ -269,21 +379,10 @@ async fn kill_9_at_a_random_moment_while_queueing_then_resume_queues_each_docume
     assert_eq!(s["checkpoint"].as_u64(), Some(total));
 
     bulk.fault_every(None);
-    let out = run(&[
-        "queue",
-        "deliver",
-        "--queue-dir",
-        queue.to_str().unwrap(),
-        "--url",
-        &url,
-        "--json",
-    ])
-    .await;
-    succeeded(&out);
-    let r = last_json(&out);
+    let r = deliver(&url, queue, &[]).await;
     assert_eq!(r["delivered"], n, "{r}");
     assert_eq!(r["left"], 0);
     assert_eq!(bulk.count("k"), n);
     assert_eq!(bulk.max_writes(), 1, "exactly once");
-    let _ = std::fs::remove_dir_all(&d);
+    let _ = std::fs::remove_dir_all(d);
 }

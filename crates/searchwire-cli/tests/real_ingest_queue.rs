@@ -23,7 +23,7 @@ use serde_json::Value;
 const INDEX: &str = "sw-ingest-queue";
 const N: usize = 10_000;
 
-async fn run(args: &[&str]) -> Value {
+async fn run(args: &[&str], code: i32) -> Value {
     let out = tokio::process::Command::new(BIN)
         .args(args)
         .env("SEARCHWIRE_REQUEST_TIMEOUT", "1s")
@@ -38,7 +38,7 @@ async fn run(args: &[&str]) -> Value {
         .expect("finished within 60 s")
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(out.status.code(), Some(code), "{err}");
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.lines().last().unwrap()).unwrap()
 }
@@ -74,32 +74,35 @@ fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_
         // Low priority first, so high-first delivery is not arrival order.
         for (name, prio) in [("lo", "1"), ("hi", "9")] {
             let input = dir.path().join(name);
-            let s = run(&[
-                "ingest",
-                input.to_str().unwrap(),
-                "--url",
-                &joined,
-                "--index",
-                INDEX,
-                "--id-field",
-                "id",
-                "--queue-dir",
-                q,
-                "--priority",
-                prio,
-                "--timeout",
-                "1s",
-                "--connection-retries",
-                "0",
-                "--unavailable-retries",
-                "0",
-                "--queue-after",
-                "2s",
-                "--concurrency",
-                "1",
-                "--drain-timeout",
-                "0s",
-            ])
+            let s = run(
+                &[
+                    "ingest",
+                    input.to_str().unwrap(),
+                    "--url",
+                    &joined,
+                    "--index",
+                    INDEX,
+                    "--id-field",
+                    "id",
+                    "--queue-dir",
+                    q,
+                    "--priority",
+                    prio,
+                    "--timeout",
+                    "1s",
+                    "--connection-retries",
+                    "0",
+                    "--unavailable-retries",
+                    "0",
+                    "--queue-after",
+                    "2s",
+                    "--concurrency",
+                    "1",
+                    "--drain-timeout",
+                    "0s",
+                ],
+                6,
+            ) // completed, messages left queued
             .await;
             assert_eq!(s["dead_letters"], 0, "{s}");
             assert_eq!(s["queue"]["queued"], N, "{s}");
@@ -119,17 +122,20 @@ fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_
             pre_max = pre_max.max(top);
         }
 
-        let r = run(&[
-            "queue",
-            "deliver",
-            "--queue-dir",
-            q,
-            "--url",
-            &joined,
-            "--concurrency",
-            "1",
-            "--json",
-        ])
+        let r = run(
+            &[
+                "queue",
+                "deliver",
+                "--queue-dir",
+                q,
+                "--url",
+                &joined,
+                "--concurrency",
+                "1",
+                "--json",
+            ],
+            0,
+        )
         .await;
         assert_eq!(r["delivered"], 2 * N, "{r}");
         assert_eq!(r["left"], 0, "{r}");
