@@ -27,8 +27,8 @@
 //! message before a priority-0 one added earlier. So scheduling lives in two sorted sets
 //! (`delayed` by time, `ready` in delivery order) and the stream carries exactly what is
 //! leased: a lease is one Lua script that moves due messages from `delayed` to `ready`,
-//! takes the first `max` of `ready`, XADDs one entry for the whole call and XREADGROUPs it
-//! into the consumer's pending list. Ack, reschedule and dead-lettering count the entry's
+//! takes the first `max` of `ready` (one ZPOPMIN: all scores are 0), XADDs one entry for
+//! the whole call and XREADGROUPs it into the consumer's pending list. Ack, reschedule and dead-lettering count the entry's
 //! leases down (`S:entries`); when the last one ends, the entry is XACKed and then XDELed,
 //! so only acknowledged entries are ever trimmed and the stream stays as long as the number
 //! of lease calls in flight. `XPENDING es-retry-stream searchwire` shows each consumer's

@@ -172,11 +172,12 @@ while true do
   for _, id in ipairs(expired) do expire(id) end
 end
 if max <= 0 then return {} end
-local keys = redis.call('ZRANGE', READY, 0, max - 1)
-if #keys == 0 then return {} end
-redis.call('ZREM', READY, unpack(keys))
+-- All scores are 0, so ZPOPMIN takes the first members in delivery order (one command
+-- where ZRANGE + ZREM were two); it answers member, score pairs.
+local popped = redis.call('ZPOPMIN', READY, max)
+if #popped == 0 then return {} end
 local ids = {}
-for i, skey in ipairs(keys) do ids[i] = id_of(skey) end
+for i = 1, #popped, 2 do ids[#ids + 1] = id_of(popped[i]) end
 local entry = redis.call('XADD', S, '*', 'n', #ids)
 redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', 1, 'STREAMS', S, '>')
 redis.call('HSET', ENTRIES, entry, #ids)
