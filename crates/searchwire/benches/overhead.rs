@@ -15,7 +15,8 @@
 //! prints medians of wall time, client-thread CPU time and per-request latency that a
 //! noisy, shared machine cannot bias toward either side; rounds via
 //! `PAIRED_ROUNDS_C1` (default 20000) and `PAIRED_ROUNDS_C64` (default 400), 0 skips it.
-//! Filter `paired` runs only it.
+//! Filter `paired` runs only it. `SW_BENCH_ONLY=bare` or `searchwire` runs one client alone
+//! (`SW_BENCH_ONLY_CONC`, `SW_BENCH_ONLY_REQS`) for `perf`/`strace`.
 //!
 //! Run: `cargo bench -p searchwire --bench overhead -- --warm-up-time 1 --measurement-time 5 --sample-size 20`
 
@@ -278,9 +279,39 @@ fn env_usize(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// One client alone (`SW_BENCH_ONLY=bare` or `searchwire`), `SW_BENCH_ONLY_REQS` requests
+/// (default 100000) at concurrency `SW_BENCH_ONLY_CONC` (default 1), then exit: a process
+/// that `perf stat`, `perf record` or `strace -c` can attribute to one client.
+fn only(side: &str) {
+    let reqs = env_usize("SW_BENCH_ONLY_REQS", 100_000);
+    let conc = env_usize("SW_BENCH_ONLY_CONC", 1).max(1);
+    let (rt, uri, bare, sw) = setup();
+    let t = std::time::Instant::now();
+    let c = thread_cpu_ns();
+    rt.block_on(async {
+        for _ in 0..reqs.div_ceil(conc) {
+            if side == "bare" {
+                join_all((0..conc).map(|_| bare_get(&bare, &uri))).await;
+            } else {
+                join_all((0..conc).map(|_| sw_get(&sw))).await;
+            }
+        }
+    });
+    let n = (reqs.div_ceil(conc) * conc) as f64;
+    println!(
+        "{side} c={conc}: {n} requests, {:.2} µs wall, {:.2} µs client-thread CPU per request",
+        t.elapsed().as_secs_f64() * 1e6 / n,
+        (thread_cpu_ns() - c) as f64 / 1e3 / n
+    );
+}
+
 criterion_group!(benches, overhead);
 
 fn main() {
+    if let Ok(side) = std::env::var("SW_BENCH_ONLY") {
+        only(&side);
+        return;
+    }
     benches();
     Criterion::default().configure_from_args().final_summary();
     // Only under `cargo bench` (which passes --bench), not `cargo test --benches`, and
