@@ -10,6 +10,7 @@
 //!   QUEUE_BENCH_PIPELINE=1 ...   # the consumer acks batch k while it leases batch k+1
 //!   QUEUE_BENCH_BACKENDS=redis ...  # only this backend (embedded, redis; default both)
 //!   QUEUE_BENCH_OPEN=200000 ...     # also: how long an embedded open takes with this backlog
+//!   QUEUE_BENCH_FAIL=20000 ...      # also: embedded lease + reschedule, lease + dead-letter
 //!
 //! `cpu µs/msg` is this process's CPU time (user + system, all threads, from
 //! `/proc/self/stat`) per message appended, leased and acked; `server µs/msg` is
@@ -253,6 +254,79 @@ async fn open_cost(target: &std::path::Path, backlog: usize) {
     );
 }
 
+/// What a consumer does with each lease of a batch in [`fail_cost`].
+#[derive(Clone, Copy)]
+enum Fail {
+    Reschedule,
+    DeadLetter,
+}
+
+/// Leases + reschedules (or dead-letters) per second on the embedded backend: `n` queued
+/// 1 KB messages are leased in batches of 500 and every lease of a batch is rescheduled an
+/// hour later (or dead-lettered) by its own task, as a delivery loop does after a failed
+/// bulk; the calls of a batch share commits. Median of `runs`, a fresh queue each run.
+async fn fail_cost(target: &std::path::Path, n: usize, runs: usize, mode: Fail) {
+    let mut rates = Vec::new();
+    let mut syncs = Vec::new();
+    let mut cpu = Vec::new();
+    for run in 0..runs {
+        let dir = tempfile::tempdir_in(target).unwrap();
+        let q = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
+        for start in (0..n).step_by(1000) {
+            let msgs = (start..(start + 1000).min(n))
+                .map(|i| NewMessage::new(payload(run, i)).max_retries(10))
+                .collect();
+            q.append(msgs).await.unwrap();
+        }
+        let Queue::Embedded(e) = &q else {
+            unreachable!()
+        };
+        let (commits_before, cpu_before) = (e.commits(), process_cpu());
+        let start = Instant::now();
+        let mut done = 0;
+        while done < n {
+            let leases = q.lease(LEASE_BATCH).await.unwrap();
+            assert!(!leases.is_empty(), "queue ran dry after {done}");
+            let later = searchwire_queue::Timestamp::from_millis(
+                q.options().clock.now().as_millis() + 3_600_000,
+            );
+            let mut tasks = tokio::task::JoinSet::new();
+            for l in leases {
+                let q = q.clone();
+                tasks.spawn(async move {
+                    match mode {
+                        Fail::Reschedule => {
+                            q.reschedule(&l, later, "bench: 503").await.unwrap();
+                        }
+                        Fail::DeadLetter => {
+                            assert!(q.dead_letter(&l, "bench: 400").await.unwrap());
+                        }
+                    }
+                });
+            }
+            while let Some(r) = tasks.join_next().await {
+                r.unwrap();
+                done += 1;
+            }
+        }
+        let t = start.elapsed().as_secs_f64();
+        rates.push(n as f64 / t);
+        syncs.push((e.commits() - commits_before) as f64);
+        cpu.push((process_cpu() - cpu_before) * 1e6 / n as f64);
+        e.close().await.unwrap();
+    }
+    let what = match mode {
+        Fail::Reschedule => "lease+reschedule",
+        Fail::DeadLetter => "lease+dead-letter",
+    };
+    println!(
+        "embedded {what:<17} {n:>7} msgs: {:>8.0} msgs/s, {:>6.0} syncs, {:>6.1} cpu µs/msg (median of {runs})",
+        median(rates),
+        median(syncs),
+        median(cpu),
+    );
+}
+
 fn main() {
     let n = env_usize("QUEUE_BENCH_N", 50_000);
     let runs = env_usize("QUEUE_BENCH_RUNS", 3);
@@ -289,6 +363,11 @@ fn main() {
         let backlog = env_usize("QUEUE_BENCH_OPEN", 0);
         if backlog > 0 && wanted("embedded") {
             open_cost(&target, backlog).await;
+        }
+        let fail = env_usize("QUEUE_BENCH_FAIL", 0);
+        if fail > 0 && wanted("embedded") {
+            fail_cost(&target, fail, runs, Fail::Reschedule).await;
+            fail_cost(&target, fail, runs, Fail::DeadLetter).await;
         }
         match std::env::var("SEARCHWIRE_TEST_REDIS") {
             Ok(url) if !url.is_empty() && wanted("redis") => {

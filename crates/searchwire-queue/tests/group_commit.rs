@@ -3,7 +3,7 @@
 //! `benches/throughput.rs`, not asserted here.)
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use searchwire_queue::{EmbeddedConfig, EmbeddedQueue, NewMessage};
+use searchwire_queue::{EmbeddedConfig, EmbeddedQueue, NewMessage, Rescheduled, Timestamp};
 
 const CALLERS: usize = 64;
 
@@ -52,4 +52,68 @@ async fn a_zero_max_group_is_refused() {
     c.max_group = 0;
     let e = EmbeddedQueue::open(c).unwrap_err();
     assert!(e.to_string().contains("max_group"), "{e}");
+}
+
+/// Reschedules and dead-letters of leases from more segments than a transaction keeps body
+/// copies of, sent round-robin across the segments so the copies are evicted and read
+/// again: all in a few groups, and every message keeps its own record.
+#[tokio::test(flavor = "current_thread")]
+async fn a_group_of_reschedules_over_many_segments_keeps_each_record() {
+    const SEGS: usize = 7;
+    const PER: usize = 12;
+    let dir = tempfile::tempdir().unwrap();
+    let q = EmbeddedQueue::open(EmbeddedConfig::new(dir.path())).unwrap();
+    for s in 0..SEGS {
+        // One append call, one commit: a segment each.
+        let msgs = (0..PER)
+            .map(|i| NewMessage::new(format!("seg{s}-msg{i}")).max_retries(5))
+            .collect();
+        q.append(msgs).await.unwrap();
+    }
+    let leases = q.lease(SEGS * PER).await.unwrap();
+    assert_eq!(leases.len(), SEGS * PER);
+    let later = Timestamp::from_millis(u64::MAX / 2);
+    let before = q.commits();
+    let mut tasks = Vec::new();
+    for i in 0..PER {
+        for s in 0..SEGS {
+            let l = leases[s * PER + i].clone();
+            let q = q.clone();
+            tasks.push(tokio::spawn(async move {
+                if (s + i) % 2 == 0 {
+                    let r = q.reschedule(&l, later, "try later").await.unwrap();
+                    assert!(
+                        matches!(r, Rescheduled::Scheduled { attempts: 1, .. }),
+                        "{r:?}"
+                    );
+                } else {
+                    assert!(q.dead_letter(&l, "bad document").await.unwrap());
+                }
+            }));
+        }
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let commits = q.commits() - before;
+    assert!(commits < 10, "{commits} commits for {} calls", SEGS * PER);
+    let queued = q.list(None, 1000).await.unwrap();
+    let dead = q.dead_letters(None, 1000).await.unwrap();
+    assert_eq!(queued.len() + dead.len(), SEGS * PER);
+    for m in &queued {
+        let l = leases.iter().find(|l| l.id() == m.id).unwrap();
+        assert_eq!(m.payload, l.message.payload);
+        assert_eq!((m.attempts, m.retry_at), (1, later));
+        assert_eq!(m.last_error.as_deref(), Some("try later"));
+    }
+    for d in &dead {
+        let l = leases.iter().find(|l| l.id() == d.message.id).unwrap();
+        assert_eq!(d.message.payload, l.message.payload);
+        assert_eq!(d.reason, "bad document");
+    }
+    let rescheduled = (0..SEGS)
+        .flat_map(|s| (0..PER).map(move |i| s + i))
+        .filter(|k| k % 2 == 0)
+        .count();
+    assert_eq!(queued.len(), rescheduled);
 }
