@@ -2,10 +2,11 @@
 //! node stopped (SIGSTOP), 10,000 low-priority then 10,000 high-priority documents are
 //! ingested into the embedded queue; the nodes resume, `searchwire queue deliver` drains the
 //! queue to zero, and the one-shard index holds exactly the 20,000 ids, each once; of what
-//! delivery wrote (requests sent into the stopped nodes' socket buffers land at resume and
-//! are left out), every high-priority document precedes every low-priority one by `_seq_no`,
-//! and within a priority only documents retried by class are out of arrival order (printed;
-//! the nodes' write queue of 1 throttles). Gated like `real_outage.rs`; run only under the
+//! delivery wrote (requests sent into the stopped nodes' socket buffers land at resume; the
+//! test waits until the nodes answered them all, then leaves them out), every high-priority
+//! document precedes every low-priority one by `_seq_no`, and within a priority only
+//! documents retried by class are out of arrival order (printed; the nodes' write queue of 1
+//! throttles). Gated like `real_outage.rs`; run only under the
 //! machine-wide cluster lock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,7 +16,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use real_support::{
-    cluster_cmd, create_ordered_index, landed, settled_count, Landed, ResumeAll, BIN, OPENSEARCH,
+    answered_in_flight, cluster_cmd, create_ordered_index, landed, refreshed_count, Landed,
+    ResumeAll, BIN, OPENSEARCH,
 };
 use searchwire::{Client, Request};
 use serde_json::Value;
@@ -109,8 +111,14 @@ fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_
         }
         drop(resume); // every node resumes
 
-        // What the stopped nodes had in their socket buffers lands now: wait until it did.
-        let pre = settled_count(&client, INDEX, Duration::from_millis(500)).await;
+        // What the stopped nodes had in their socket buffers (bulks the ingest sent before
+        // its requests timed out) lands now: wait until the nodes answered all of it — every
+        // connection of the ingest closed and no bulk task left — so delivery below writes
+        // after it. This test holds no connection meanwhile.
+        drop(client);
+        let (open, tasks) = answered_in_flight(&urls).await;
+        let client = Client::builder().nodes(urls.clone()).build().unwrap();
+        let pre = refreshed_count(&client, INDEX).await;
         // The `_seq_no` above which delivery wrote.
         let mut pre_max = None;
         for name in ["lo", "hi"] {
@@ -171,8 +179,9 @@ fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_
             );
         }
         eprintln!(
-            "{pre} documents landed from the stopped nodes' buffers; delivery wrote {} high \
-             ({} behind a later arrival), {} low ({} behind); {r}",
+            "{pre} documents landed from the stopped nodes' buffers ({open} HTTP connections \
+             and {tasks} bulk tasks open at resume); delivery wrote {} high ({} behind a later \
+             arrival), {} low ({} behind); {r}",
             hi_d.len(),
             behind(&hi_d),
             lo_d.len(),

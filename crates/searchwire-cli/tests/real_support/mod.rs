@@ -200,6 +200,64 @@ pub async fn settled_count(client: &Client, index: &str, every: Duration) -> u64
     }
 }
 
+/// Waits until the nodes have answered every request sent to them on connections that are
+/// gone (say, bulks a timed-out client left in the socket buffers of stopped nodes): first
+/// until no HTTP connection is open on any node but the one asking — a node closes a
+/// connection when it reads its end, so it has read and dispatched every request before
+/// it — then until no bulk task runs. Each poll is a fresh client with one connection to
+/// `urls[0]` (the stats cover every node); the caller must hold no connection of its own
+/// (drop its clients first). Returns the open connections and bulk tasks seen at the first
+/// poll; panics after 60 s.
+pub async fn answered_in_flight(urls: &[String]) -> (u64, u64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut first = None;
+    loop {
+        let c = Client::builder().nodes([urls[0].clone()]).build().unwrap();
+        let open = match c.send(Request::get("/_nodes/stats/http")).await {
+            Ok(r) => r.json::<Value>().ok().map(|v| {
+                v["nodes"]
+                    .as_object()
+                    .map(|n| {
+                        n.values()
+                            .filter_map(|x| x["http"]["current_open"].as_u64())
+                            .sum::<u64>()
+                    })
+                    .unwrap_or(0)
+            }),
+            Err(_) => None,
+        };
+        let tasks = match c
+            .send(Request::get("/_tasks?actions=indices:data/write/bulk*"))
+            .await
+        {
+            Ok(r) => r.json::<Value>().ok().map(|v| {
+                v["nodes"]
+                    .as_object()
+                    .map(|n| {
+                        n.values()
+                            .filter_map(|x| x["tasks"].as_object().map(|t| t.len() as u64))
+                            .sum::<u64>()
+                    })
+                    .unwrap_or(0)
+            }),
+            Err(_) => None,
+        };
+        drop(c);
+        if let (Some(open), Some(tasks)) = (open, tasks) {
+            first.get_or_insert((open, tasks));
+            // `open` counts this poll's own connection.
+            if open <= 1 && tasks == 0 {
+                return first.unwrap_or((open, tasks));
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "requests still in flight after 60 s: {open:?} HTTP connections open, {tasks:?} bulk tasks"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The count after a refresh: every write acknowledged before it is counted.
 pub async fn refreshed_count(client: &Client, index: &str) -> u64 {
     let _ = client
