@@ -264,6 +264,51 @@ async fn failing_cluster_then_deliver(d: &Path, queue: &Backend) {
     let _ = std::fs::remove_dir_all(d);
 }
 
+/// `queue deliver --timeout` that stops with messages left — every item still answers 503,
+/// so nothing drains — exits 6 (`exit::QUEUED`) and reports them left; once the cluster is
+/// back, a deliver that drains the queue exits 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deliver_exits_6_when_its_timeout_leaves_messages_queued_and_0_once_drained() {
+    let d = dir();
+    let queue = Backend::embedded(d.join("queue")).unwrap();
+    let cluster = FakeCluster::start(1).await.unwrap();
+    let bulk = FakeBulk::new();
+    bulk.install(&cluster);
+    cluster.node(0).set_recording(false);
+    let url = cluster.urls().join(",");
+    let input = d.join("in.ndjson");
+    write_docs(&input, "doc", 200);
+    bulk.fault_every(Some((1, BulkFault::Unavailable)));
+    let s = ingest_into_queue(&url, &input, &queue, "1").await;
+    assert_eq!(s["queue"]["queued"], 200, "{s}");
+
+    let deliver_args = |extra: &[&str]| {
+        let mut v: Vec<String> = vec!["queue".into(), "deliver".into()];
+        v.extend(queue.queue_args());
+        v.extend(["--url", &url, "--json"].iter().map(|s| s.to_string()));
+        v.extend(extra.iter().map(|s| s.to_string()));
+        v
+    };
+    // Still failing: the deliver stops at its timeout, everything still queued.
+    let out = run_owned(deliver_args(&["--timeout", "2s"])).await;
+    exited(&out, LEFT_QUEUED);
+    let r = last_json(&out);
+    assert_eq!(r["delivered"], 0, "{r}");
+    assert_eq!(r["dead_lettered"], 0, "{r}");
+    assert_eq!(r["left"], 200, "{r}");
+    assert_eq!(bulk.count("k"), 0);
+
+    // Back: it drains to zero and exits 0 (with or without a timeout).
+    bulk.fault_every(None);
+    let out = run_owned(deliver_args(&["--timeout", "50s"])).await;
+    succeeded(&out);
+    let r = last_json(&out);
+    assert_eq!(r["delivered"], 200, "{r}");
+    assert_eq!(r["left"], 0, "{r}");
+    assert_eq!(bulk.count("k"), 200);
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_at_a_random_moment_while_queueing_then_resume_queues_each_document_exactly_once() {
     let d = dir();
