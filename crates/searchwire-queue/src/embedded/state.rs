@@ -31,6 +31,10 @@ const SEGMENT_SLOTS: usize = 4096;
 const SEGMENT_BYTES: usize = 1 << 20;
 /// Room left in a body for redb's own bytes around the value.
 const BODY_SLACK: usize = 256;
+/// Straggler compaction: a segment touched by a commit, written by an earlier one, whose
+/// live slots are at most 1/`COMPACT_RATIO` of its slots has them rewritten into the
+/// commit's new segment, so a few unacked messages do not keep a whole (≤ 1 MiB) body.
+const COMPACT_RATIO: usize = 16;
 
 /// Where a queued message is, and what ordering and de-duplication need.
 #[derive(Debug, Clone)]
@@ -56,6 +60,8 @@ impl Loc {
 struct Call {
     expires_at: u64,
     consumer: Arc<str>,
+    /// The call's messages in lease order (entry i is lease number call + i), including
+    /// those whose lease ended.
     ids: Vec<u64>,
     /// Leases of this call not ended yet.
     outstanding: usize,
@@ -166,6 +172,9 @@ impl State {
                 outstanding: 0,
             };
             for (i, e) in entries.iter().enumerate() {
+                // Every entry, held or not: entry i is lease number call + i (compaction
+                // rewrites the row from this list).
+                c.ids.push(e.id);
                 // Still leased only if its slot is still live (every lease end moves it).
                 let Some(loc) = st.by_id.get_mut(&e.id) else {
                     continue;
@@ -175,7 +184,6 @@ impl State {
                 }
                 st.schedule.remove(&loc.key(e.id));
                 loc.lease = Some((call + i as u64, call));
-                c.ids.push(e.id);
                 c.outstanding += 1;
             }
             if c.outstanding == 0 {
@@ -299,6 +307,7 @@ impl<'s, 't> Txn<'s, 't> {
     /// Writes the open segment, the changed done bitmaps (a segment with no live slot left
     /// goes) and the counters.
     pub(super) fn close(mut self) -> Result<()> {
+        self.compact()?;
         self.flush()?;
         for seg in std::mem::take(&mut self.dirty) {
             let Some(s) = self.st.segs.get(&seg) else {
@@ -319,6 +328,93 @@ impl<'s, 't> Txn<'s, 't> {
             (tables::NEXT_SEGMENT, self.st.next_seg),
         ] {
             self.meta.insert(k, v).map_err(storage)?;
+        }
+        Ok(())
+    }
+
+    /// Straggler compaction (see [`COMPACT_RATIO`]): every segment this transaction touched
+    /// that an earlier one wrote and that is mostly done has its live records copied, as
+    /// they are (ids, attempts, errors, flags), into the open segment with their headers
+    /// (priority, retry_at, enqueued_at, hash): the delivery order and de-duplication do not
+    /// change. Its old slots become done, so the segment goes. A leased message keeps its
+    /// lease: its call's row is rewritten with the new slot (an ended lease's entry gets
+    /// segment 0, which never exists, so it stays ended on the next open).
+    fn compact(&mut self) -> Result<()> {
+        let open = self.builder.as_ref().map(|b| b.seg);
+        let sparse: Vec<u64> = self
+            .dirty
+            .iter()
+            .copied()
+            .filter(|&seg| Some(seg) != open)
+            .filter(|seg| {
+                self.st.segs.get(seg).is_some_and(|g| {
+                    g.live > 0 && (g.live as usize) * COMPACT_RATIO <= g.done.len() * 8
+                })
+            })
+            .collect();
+        let mut calls = BTreeSet::new();
+        for seg in sparse {
+            let Some(done) = self.st.segs.get(&seg).map(|g| g.done.clone()) else {
+                continue;
+            };
+            let header = match self.segments.get(seg).map_err(storage)? {
+                Some(h) => tables::parse_header(seg, h.value())?,
+                None => continue,
+            };
+            // The live slots whose message is still there, with their records.
+            let mut moving = Vec::new();
+            {
+                let body = self.bodies.get(seg).map_err(storage)?.ok_or_else(|| {
+                    Error::corrupt(format!("segment {seg} has live messages but no body"))
+                })?;
+                for (i, h) in header.iter().enumerate() {
+                    let slot = i as u32;
+                    let live = done.get(i / 8).is_some_and(|b| b & (1 << (i % 8)) == 0);
+                    let here = self
+                        .st
+                        .by_id
+                        .get(&h.id)
+                        .is_some_and(|l| (l.seg, l.slot) == (seg, slot));
+                    if live && here {
+                        let rec = tables::body_slot(seg, body.value(), slot)?.to_vec();
+                        moving.push((slot, *h, rec));
+                    }
+                }
+            }
+            for (slot, h, rec) in moving {
+                self.mark_done(seg, slot);
+                let (nseg, nslot) = self.put(&h, &rec)?;
+                if let Some(loc) = self.st.by_id.get_mut(&h.id) {
+                    loc.seg = nseg;
+                    loc.slot = nslot;
+                    if let Some((_, call)) = loc.lease {
+                        calls.insert(call);
+                    }
+                }
+            }
+        }
+        for call in calls {
+            let Some(c) = self.st.calls.get(&call) else {
+                continue;
+            };
+            let entries: Vec<CallEntry> = c
+                .ids
+                .iter()
+                .map(|&id| match self.st.by_id.get(&id) {
+                    Some(l) if l.lease.is_some_and(|(_, lc)| lc == call) => CallEntry {
+                        id,
+                        seg: l.seg,
+                        slot: l.slot,
+                    },
+                    _ => CallEntry {
+                        id,
+                        seg: 0,
+                        slot: 0,
+                    },
+                })
+                .collect();
+            let row = tables::encode_call(c.expires_at, &c.consumer, &entries);
+            self.calls.insert(call, row.as_slice()).map_err(storage)?;
         }
         Ok(())
     }
