@@ -30,8 +30,8 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use real_support::{
-    cluster_cmd, create_ordered_index, landed, refreshed_count, settled_count, Landed, ResumeAll,
-    OPENSEARCH,
+    answered_in_flight, cluster_cmd, create_ordered_index, landed, refreshed_count, Landed,
+    ResumeAll, OPENSEARCH,
 };
 use relay_support::{
     free_port, health, http, http_with, spawn_relay, terminate, wait_drained, BIN,
@@ -206,8 +206,14 @@ fn an_ingest_during_a_full_outage_is_queued_then_delivered_once_in_priority_orde
             .await
             .unwrap();
 
-        // Wait until what was sent during the outage has landed (the count stops moving).
-        settled_count(&client, INDEX, Duration::from_secs(2)).await;
+        // What the stopped nodes had in their socket buffers (bulks the relay sent before its
+        // requests timed out) lands now: wait until the nodes answered all of it — every
+        // connection of the old relay closed and no bulk task left — so delivery below writes
+        // after it. This test holds no connection meanwhile.
+        drop(client);
+        let (open, tasks) = answered_in_flight(&urls).await;
+        eprintln!("{open} connections and {tasks} bulk tasks were still open at resume");
+        let client = Client::builder().nodes(urls.clone()).build().unwrap();
         let mut before: HashSet<String> = HashSet::new();
         for name in ["hi", "lo"] {
             before.extend(landed(&client, INDEX, name).await.into_iter().map(|d| d.id));

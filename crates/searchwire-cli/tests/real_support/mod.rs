@@ -186,20 +186,6 @@ pub async fn landed(client: &Client, index: &str, name: &str) -> Vec<Landed> {
         .collect()
 }
 
-/// The count after a refresh, once two readings `every` apart agree: what nodes that were
-/// stopped still had in their socket buffers has landed by then.
-pub async fn settled_count(client: &Client, index: &str, every: Duration) -> u64 {
-    let mut last = None;
-    loop {
-        let now = refreshed_count(client, index).await;
-        if last == Some(now) {
-            return now;
-        }
-        last = Some(now);
-        tokio::time::sleep(every).await;
-    }
-}
-
 /// Waits until the nodes have answered every request sent to them on connections that are
 /// gone (say, bulks a timed-out client left in the socket buffers of stopped nodes): first
 /// until no HTTP connection is open on any node but the one asking — a node closes a
