@@ -8,9 +8,10 @@
 //! transport has let go of the body, the buffer comes back here and the next request is
 //! written into pages that are already mapped.
 //!
-//! Bounded: at most `max` spare buffers (the driver uses its request limit), and the driver
-//! empties the pool whenever it has nothing in flight and nothing buffered, so an idle
-//! indexer holds no body memory.
+//! Bounded: spare buffers and bodies in flight together are at most `max` (the driver's
+//! request limit), as many as the requests in flight alone could hold, and the driver empties
+//! the pool whenever it has nothing in flight and nothing buffered, so an idle indexer holds
+//! no body memory.
 
 use bytes::{Bytes, BytesMut};
 
@@ -42,10 +43,11 @@ impl Bodies {
         }
     }
 
-    /// Takes back a body that was sent. Kept only if nothing else holds it any more (the
-    /// transport dropped its request) and the pool has room; otherwise it is just dropped.
-    pub(crate) fn give_back(&mut self, body: Bytes) {
-        if self.spare.len() >= self.max {
+    /// Takes back a body that was sent, with `in_flight` other requests still out. Kept only
+    /// if nothing else holds it any more (the transport dropped its request) and spare and
+    /// in-flight bodies stay within `max`; otherwise it is just dropped.
+    pub(crate) fn give_back(&mut self, body: Bytes, in_flight: usize) {
+        if self.spare.len() + in_flight >= self.max {
             return;
         }
         if let Ok(mut b) = body.try_into_mut() {
@@ -83,7 +85,7 @@ mod tests {
         let ptr = body.as_ptr();
         let transport = body.clone();
         drop(transport);
-        pool.give_back(body);
+        pool.give_back(body, 0);
         assert_eq!(pool.spare(), 1);
         let again = pool.take(50_000);
         assert!(again.is_empty());
@@ -97,7 +99,7 @@ mod tests {
         let mut pool = Bodies::new(4);
         let body = sent(&mut pool, b"{\"create\":{}}\n{}\n");
         let held = body.clone();
-        pool.give_back(body);
+        pool.give_back(body, 0);
         assert_eq!(pool.spare(), 0);
         // The holder's bytes are untouched.
         assert_eq!(&held[..], b"{\"create\":{}}\n{}\n");
@@ -108,13 +110,19 @@ mod tests {
         let mut pool = Bodies::new(2);
         for _ in 0..5 {
             let b = Bytes::from(vec![1u8; 1000]);
-            pool.give_back(b);
+            pool.give_back(b, 0);
         }
         assert_eq!(pool.spare(), 2);
         pool.clear();
+        // With a request still in flight, one spare at most.
+        for _ in 0..3 {
+            pool.give_back(Bytes::from(vec![1u8; 1000]), 1);
+        }
+        assert_eq!(pool.spare(), 1);
+        pool.clear();
         assert_eq!(pool.spare(), 0);
         // A larger request than any spare buffer still gets its room.
-        pool.give_back(Bytes::from(vec![1u8; 10]));
+        pool.give_back(Bytes::from(vec![1u8; 10]), 0);
         assert!(pool.take(4096).capacity() >= 4096);
     }
 }

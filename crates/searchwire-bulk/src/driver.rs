@@ -581,7 +581,7 @@ impl Driver {
         let Some(InFlight { items, epoch, body }) = self.in_flight.remove(&id) else {
             return;
         };
-        self.bodies.give_back(body);
+        self.bodies.give_back(body, self.in_flight.len());
         let outcome = outcome.unwrap_or_else(|e| Outcome::Failed {
             class: Some(RetryClass::Connection),
             retry_after: None,

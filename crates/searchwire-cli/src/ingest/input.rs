@@ -18,6 +18,11 @@ use crate::output;
 /// How much of the input is read at once: lines are cut out of this buffer without a copy.
 const READ_CHUNK: usize = 256 * 1024;
 
+/// The most free read buffers [`ReadBuffers`] keeps besides the one it hands out: free
+/// buffers beyond these are let go, so reuse never holds more than this much memory that
+/// the lines in flight do not already hold.
+const SPARE_BUFFERS: usize = 2;
+
 /// The most read buffers [`ReadBuffers`] watches for reuse. The lines of a buffer keep it
 /// alive until their requests are answered, so the live buffers are about the indexer's
 /// pending bytes over [`READ_CHUNK`] (~24 at the defaults); a buffer past this bound is
@@ -142,9 +147,23 @@ struct ReadBuffers {
 
 impl ReadBuffers {
     /// An empty buffer with room for `capacity` bytes: the oldest free one, else a new one.
+    /// At most [`SPARE_BUFFERS`] other free buffers stay watched; older free ones are let go.
     fn take(&mut self, capacity: usize) -> Vec<u8> {
-        let free = self.watched.iter().position(Bytes::is_unique);
-        if let Some(b) = free.and_then(|i| self.watched.remove(i)) {
+        let mut free = 0;
+        let mut reuse = None;
+        self.watched.retain(|b| {
+            if !b.is_unique() {
+                return true;
+            }
+            free += 1;
+            if free == 1 {
+                reuse = Some(b.clone());
+                return false;
+            }
+            free <= SPARE_BUFFERS + 1
+        });
+        // `reuse` is the only handle left once the list let go of it.
+        if let Some(b) = reuse {
             if let Ok(m) = b.try_into_mut() {
                 let mut v = Vec::from(m);
                 v.clear();
@@ -295,6 +314,12 @@ mod tests {
         let taken = buffers.take(16);
         assert_eq!(taken.as_ptr(), free_ptr);
         assert_eq!(&held[..], b"x\n");
+        // Free buffers beyond the spares are let go at the next take.
+        let frees: Vec<Bytes> = (0..5).map(|_| read(&mut buffers, b"f\n")).collect();
+        drop(frees);
+        let _reused = buffers.take(16);
+        let unique = buffers.watched.iter().filter(|b| b.is_unique()).count();
+        assert_eq!(unique, SPARE_BUFFERS);
         let mut kept = Vec::new();
         for _ in 0..WATCHED_BUFFERS + 10 {
             kept.push(read(&mut buffers, b"z\n"));
