@@ -16,6 +16,12 @@
 //! - `bulk`: one batch of 100 `create` actions (~150-byte sources, ids given) prepared and
 //!   encoded into a request body, and a 100-item `filter_path` response parsed
 //!   (`searchwire_bulk::__bench_batch`).
+//! - `indexer`: the same 100 `create` actions through a whole `BulkIndexer` (defaults, 100
+//!   actions per request, ids given, so the same-id ordering key is on) and `flush`ed: the
+//!   driver's per-action work (queues, ordering key, watermark, statistics), the request
+//!   through the transport to a fake node (its `_bulk` store on its own thread, not counted)
+//!   and the item responses. The indexer's driver runs on the measuring thread (current-thread
+//!   runtime).
 //!
 //! Without arguments (e.g. under `cargo bench`) every scenario runs once natively as a smoke
 //! test and prints its wall time per iteration.
@@ -33,7 +39,7 @@ mod bare;
 use bare::{bare_client, bare_get, Bare};
 use searchwire_bulk::Action;
 
-const SCENARIOS: [&str; 4] = ["request", "bare", "select", "bulk"];
+const SCENARIOS: [&str; 5] = ["request", "bare", "select", "bulk", "indexer"];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -61,11 +67,7 @@ fn run(scenario: &str, n: usize) {
         "request" => {
             let url = fake_node();
             let rt = runtime();
-            let client = Client::builder()
-                .node(url)
-                .read_environment(false)
-                .build()
-                .unwrap();
+            let client = client(url);
             rt.block_on(async {
                 for _ in 0..50 {
                     sw_get(&client).await;
@@ -93,14 +95,7 @@ fn run(scenario: &str, n: usize) {
             instr_measure_select(&client, n);
         }
         "bulk" => {
-            let sources: Vec<Bytes> = (0..100)
-                .map(|i| {
-                    Bytes::from(format!(
-                        r#"{{"@timestamp":"2026-11-30T12:00:{:02}Z","level":"info","service":"checkout","message":"order {i} placed","n":{i}}}"#,
-                        i % 60
-                    ))
-                })
-                .collect();
+            let sources = log_sources();
             let item = r#"{"create":{"status":201,"result":"created"}}"#;
             let response = format!(
                 r#"{{"errors":false,"items":[{}]}}"#,
@@ -108,6 +103,25 @@ fn run(scenario: &str, n: usize) {
             );
             bulk_batches(&sources, response.as_bytes(), 1);
             instr_measure_bulk(&sources, response.as_bytes(), n);
+        }
+        "indexer" => {
+            let url = fake_node_with(true);
+            let rt = runtime();
+            let client = client(url);
+            let ix = rt.block_on(async {
+                searchwire_bulk::BulkIndexer::builder(client)
+                    .batch_actions(100)
+                    .jitter(false)
+                    .seed(7)
+                    .build()
+                    .unwrap()
+            });
+            let sources = log_sources();
+            rt.block_on(indexer_batches(&ix, &sources, 0, 5));
+            instr_measure_indexer(&rt, &ix, &sources, n);
+            let stats = rt.block_on(ix.close());
+            assert_eq!(stats.dead_lettered, 0);
+            assert_eq!(stats.created, 100 * (n as u64 + 5));
         }
         _ => unreachable!("checked by the caller"),
     }
@@ -139,6 +153,47 @@ fn instr_measure_select(client: &Client, n: usize) {
 }
 
 #[inline(never)]
+fn instr_measure_indexer(
+    rt: &tokio::runtime::Runtime,
+    ix: &searchwire_bulk::BulkIndexer,
+    sources: &[Bytes],
+    n: usize,
+) {
+    rt.block_on(indexer_batches(ix, sources, 5, n));
+}
+
+/// Batches `first..first + n` of 100 `create` actions (unique ids) through `ix`, each
+/// flushed (sent, answered, finished) before the next.
+async fn indexer_batches(
+    ix: &searchwire_bulk::BulkIndexer,
+    sources: &[Bytes],
+    first: usize,
+    n: usize,
+) {
+    for b in first..first + n {
+        for (i, s) in sources.iter().enumerate() {
+            let a = Action::create("logs")
+                .id(format!("doc-{b}-{i}"))
+                .source(s.clone());
+            black_box(ix.add(a).await.unwrap());
+        }
+        ix.flush().await;
+    }
+}
+
+/// 100 log-line documents of ~150 bytes.
+fn log_sources() -> Vec<Bytes> {
+    (0..100)
+        .map(|i| {
+            Bytes::from(format!(
+                r#"{{"@timestamp":"2026-11-30T12:00:{:02}Z","level":"info","service":"checkout","message":"order {i} placed","n":{i}}}"#,
+                i % 60
+            ))
+        })
+        .collect()
+}
+
+#[inline(never)]
 fn instr_measure_bulk(sources: &[Bytes], response: &[u8], n: usize) {
     bulk_batches(sources, response, n);
 }
@@ -162,6 +217,15 @@ fn bulk_batches(sources: &[Bytes], response: &[u8], n: usize) {
     }
 }
 
+/// A default client of one node.
+fn client(url: String) -> Client {
+    Client::builder()
+        .node(url)
+        .read_environment(false)
+        .build()
+        .unwrap()
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -171,6 +235,11 @@ fn runtime() -> tokio::runtime::Runtime {
 
 /// One fake node (recording off) on its own thread and runtime; returns its URL.
 fn fake_node() -> String {
+    fake_node_with(false)
+}
+
+/// [`fake_node`], with the fake `_bulk` store installed when `bulk`.
+fn fake_node_with(bulk: bool) -> String {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::Builder::new()
         .name("fake-node".into())
@@ -178,6 +247,9 @@ fn fake_node() -> String {
             runtime().block_on(async move {
                 let cluster = searchwire_fake::FakeCluster::start(1).await.unwrap();
                 cluster.node(0).set_recording(false);
+                if bulk {
+                    searchwire_fake::FakeBulk::new().install(&cluster);
+                }
                 tx.send(cluster.node(0).url()).unwrap();
                 std::future::pending::<()>().await;
             });

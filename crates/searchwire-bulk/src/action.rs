@@ -295,18 +295,12 @@ impl Action {
     /// hand: field names are constants and only the strings need JSON escaping, which
     /// `serde_json` does only for a string that needs it.
     fn encode(&self) -> Bytes {
-        let ids = self.id.as_ref().map_or(0, String::len);
-        let mut out = Vec::with_capacity(48 + self.index.len() + ids);
+        let mut out = Vec::with_capacity(self.encoded_len());
         out.extend_from_slice(b"{\"");
         out.extend_from_slice(self.op.as_str().as_bytes());
         out.extend_from_slice(b"\":{\"_index\":");
         json_str(&mut out, &self.index);
-        let strings = [
-            ("_id", self.id.as_deref()),
-            ("routing", self.routing.as_deref()),
-            ("pipeline", self.pipeline.as_deref()),
-        ];
-        for (name, value) in strings {
+        for (name, value) in self.strings() {
             if let Some(v) = value {
                 out.extend_from_slice(b",\"");
                 out.extend_from_slice(name.as_bytes());
@@ -322,8 +316,43 @@ impl Action {
             out.push(b'"');
         }
         out.extend_from_slice(b"}}\n");
+        // A `Vec` filled to its capacity becomes `Bytes` without a second allocation (for
+        // the shared reference count): the capacity is exact unless a string needed
+        // escaping.
         Bytes::from(out)
     }
+
+    /// The action line's optional string fields, by name.
+    fn strings(&self) -> [(&'static str, Option<&str>); 3] {
+        [
+            ("_id", self.id.as_deref()),
+            ("routing", self.routing.as_deref()),
+            ("pipeline", self.pipeline.as_deref()),
+        ]
+    }
+
+    /// The length of the action line when no string needs escaping (then it is exact), a
+    /// lower bound otherwise.
+    fn encoded_len(&self) -> usize {
+        // `{"` op `":{"_index":` `"` index `"` ... `}}\n`
+        let mut n = 2 + self.op.as_str().len() + 12 + 1 + self.index.len() + 1 + 3;
+        for (name, value) in self.strings() {
+            if let Some(v) = value {
+                // `,"` name `":"` value `"`
+                n += 2 + name.len() + 3 + v.len() + 1;
+            }
+        }
+        if let Some((version, version_type)) = self.version {
+            // `,"version":` digits `,"version_type":"` type `"`
+            n += 11 + decimal_digits(version) + 17 + version_type.as_str().len() + 1;
+        }
+        n
+    }
+}
+
+/// How many decimal digits `n` has.
+fn decimal_digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
 }
 
 /// Appends `s` as a JSON string: as it is between quotes when nothing in it needs escaping
@@ -352,6 +381,31 @@ mod tests {
             lines.push(b'\n');
         }
         (lines, assigned)
+    }
+
+    #[test]
+    fn the_action_line_is_allocated_at_its_exact_length() {
+        let actions = [
+            Action::create("logs").id("a1"),
+            Action::index("i").id("x").routing("r").pipeline("p"),
+            Action::index("i").id("x").version(0, VersionType::External),
+            Action::index("i").id("x").version(9, VersionType::Internal),
+            Action::index("i")
+                .id("x")
+                .version(10, VersionType::ExternalGte),
+            Action::delete("i", "x").version(u64::MAX, VersionType::External),
+            Action::update("some-index", "0123456789"),
+        ];
+        for a in actions {
+            assert_eq!(a.encoded_len(), a.encode().len(), "{a:?}");
+        }
+        // Escaping makes the line longer than the estimate, never wrong.
+        let a = Action::create("logs").id("a\"1");
+        assert!(a.encoded_len() < a.encode().len());
+        assert_eq!(
+            &a.encode()[..],
+            b"{\"create\":{\"_index\":\"logs\",\"_id\":\"a\\\"1\"}}\n"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::action::Action;
+use crate::bodies::Bodies;
 use crate::classify::{self, ItemContext, RetryClass, Verdict};
 use crate::concurrency::Aimd;
 use crate::indexer::{Config, Shared};
@@ -201,6 +202,8 @@ enum Outcome {
 struct InFlight {
     items: Vec<Item>,
     epoch: u64,
+    /// The request body, taken back into [`Bodies`] when the request is answered.
+    body: Bytes,
 }
 
 struct Driver {
@@ -226,6 +229,7 @@ struct Driver {
 
     tasks: JoinSet<Outcome>,
     in_flight: HashMap<tokio::task::Id, InFlight>,
+    bodies: Bodies,
     aimd: Aimd,
     breaker_wait: Option<Instant>,
 
@@ -248,6 +252,7 @@ pub(crate) async fn run(
         None => fastrand::Rng::new(),
     };
     let aimd = Aimd::new(cfg.max_concurrency, cfg.adaptive);
+    let bodies = Bodies::new(cfg.max_concurrency);
     let mut d = Driver {
         client,
         cfg,
@@ -265,6 +270,7 @@ pub(crate) async fn run(
         received_upto: 0,
         tasks: JoinSet::new(),
         in_flight: HashMap::new(),
+        bodies,
         aimd,
         breaker_wait: None,
         flush_waiters: Vec::new(),
@@ -283,6 +289,10 @@ pub(crate) async fn run(
                 let _ = w.send(stats.clone());
             }
             return;
+        }
+        if d.tasks.is_empty() && d.buffer.is_empty() && d.ready.is_empty() {
+            // Idle: no body memory is kept.
+            d.bodies.clear();
         }
         let wake = d.next_wake();
         tokio::select! {
@@ -515,7 +525,7 @@ impl Driver {
         if items.is_empty() {
             return;
         }
-        let mut body = BytesMut::with_capacity(bytes);
+        let mut body = self.bodies.take(bytes);
         for it in &mut items {
             it.write_to(&mut body);
             it.attempts += 1;
@@ -531,7 +541,7 @@ impl Driver {
             }
         }
         let mut req = Request::post("/_bulk")
-            .body_with_type(body, "application/x-ndjson")
+            .body_with_type(body.clone(), "application/x-ndjson")
             .timeout(timeout)
             .idempotent(false);
         if self.cfg.filter_path {
@@ -562,14 +572,16 @@ impl Driver {
             InFlight {
                 items,
                 epoch: self.aimd.epoch(),
+                body,
             },
         );
     }
 
     fn on_done(&mut self, id: tokio::task::Id, outcome: Result<Outcome, String>) {
-        let Some(InFlight { items, epoch }) = self.in_flight.remove(&id) else {
+        let Some(InFlight { items, epoch, body }) = self.in_flight.remove(&id) else {
             return;
         };
+        self.bodies.give_back(body, self.in_flight.len());
         let outcome = outcome.unwrap_or_else(|e| Outcome::Failed {
             class: Some(RetryClass::Connection),
             retry_after: None,

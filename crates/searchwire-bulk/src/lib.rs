@@ -64,6 +64,7 @@
 
 mod action;
 pub mod backoff;
+mod bodies;
 mod classify;
 mod concurrency;
 pub mod defaults;
