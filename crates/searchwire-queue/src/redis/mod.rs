@@ -9,9 +9,9 @@
 //! | --- | --- | --- |
 //! | `S` | stream, consumer group (default [`DEFAULT_GROUP`]) | one entry per **lease call** (fields `n`: its number of leases, `ids`: its messages): the in-flight log; each consumer's pending-entries list is what it holds |
 //! | `S:delayed` | sorted set, score `retry_at` | messages not due yet |
-//! | `S:ready` | sorted set, all scores 0, ordered by member | due messages; the member (`255 − priority`, `retry_at`, id as big-endian bytes, then the payload hash in hex and the id in decimal) sorts in delivery order and tells a lease the hash and id without a lookup |
+//! | `S:ready` | sorted set, all scores 0, ordered by member | due messages; the member (`255 − priority`, `retry_at`, id as big-endian bytes, then the payload hash and the id in decimal) sorts in delivery order and tells a lease the hash and id without a lookup |
 //! | `S:msg` | hash id → record | every queued message (leased or not) |
-//! | `S:hashes` | hash SHA-256 (hex) → id | de-duplication while queued |
+//! | `S:hashes` | hash SHA-256 (32 bytes) → id | de-duplication while queued |
 //! | `S:held` | hash id → hash, lease token, stream entry | leased messages: by whom (the entry's consumer) and which lease |
 //! | `S:calls` | sorted set, score lease end | lease calls (stream entries) in flight |
 //! | `S:entries` | hash stream entry → leases of it not ended yet | when an entry may be acknowledged and deleted |
@@ -110,10 +110,11 @@ use scripts::Scripts;
 pub const DEFAULT_STREAM: &str = "es-retry-stream";
 /// Default consumer group.
 pub const DEFAULT_GROUP: &str = "searchwire";
-/// Default [`RedisConfig::chunk`]: messages per script call. 256 × 1 KB keeps each call well
-/// under Redis's 512 MB argument limit and each script run short (a few ms), so other
-/// clients are not stalled behind one huge batch.
-pub const DEFAULT_CHUNK: usize = 256;
+/// Default [`RedisConfig::chunk`]: messages per append transaction (at most [`MAX_LEASE`]).
+/// With the records written by plain commands, 1000 × 1 KB is one transaction of a few ms
+/// (other clients wait that long at most) and one AOF write and sync per 1000 messages
+/// (with 256, four).
+pub const DEFAULT_CHUNK: usize = 1000;
 /// How long connecting (or reconnecting) to Redis may take, per try.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one command may wait for Redis's answer. A lease or append script over a few
@@ -136,7 +137,8 @@ pub struct RedisConfig {
     pub stream: String,
     /// The consumer group. Default [`DEFAULT_GROUP`].
     pub group: String,
-    /// Messages per script call in an append. Default [`DEFAULT_CHUNK`].
+    /// Messages per transaction in an append (at most [`MAX_LEASE`]). Default
+    /// [`DEFAULT_CHUNK`].
     pub chunk: usize,
     /// Lease timeout, consumer name, clock.
     pub options: QueueOptions,
@@ -428,12 +430,7 @@ impl RedisQueue {
             .arg(m.id.0)
             .arg(&lease.token.0.to_be_bytes()[..])
             .arg(record::encode(&m))
-            .arg(write::member(
-                m.priority,
-                m.retry_at,
-                m.id,
-                &m.payload_hash.to_hex(),
-            ))
+            .arg(write::member(m.priority, m.retry_at, m.id, &m.payload_hash))
             .arg(retry_at.as_millis());
         let done: i64 = self.run("rescheduling", &inv).await?;
         Ok(if done == 1 {

@@ -12,10 +12,11 @@
 /// Shared by every script: key names, and the helpers that keep the structures consistent.
 ///
 /// A schedule member (`S:ready`, `S:delayed`) is `255 − priority` (1 byte), `retry_at` (8
-/// bytes, big-endian ms), id (8 bytes, big-endian), the payload hash (64 hex characters),
-/// then the id in decimal: byte order is delivery order, the hash is at 18..81 and the
-/// decimal id from 82 (1-based). A holder (`S:held`) is the hash (64), the lease token (8
-/// bytes, big-endian), then the stream entry of the lease call (from 73).
+/// bytes, big-endian ms), id (8 bytes, big-endian), the payload hash (32 bytes), then the
+/// id in decimal: byte order is delivery order, the hash is at 18..49 and the decimal id
+/// from 50 (1-based). A holder (`S:held`) is the hash (32 bytes), the lease token (8 bytes,
+/// big-endian), then the stream entry of the lease call (from 41). `S:hashes` is keyed by
+/// the 32 hash bytes.
 const COMMON: &str = r#"
 local S, DELAYED, READY, MSG, HASHES, HELD, CALLS, ENTRIES, DEADMSG, DEADIDS, ARRIVAL =
   KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
@@ -36,7 +37,7 @@ end
 -- Ends the lease `h` (a holder value) of `id`.
 local function end_lease(id, h)
   redis.call('HDEL', HELD, id)
-  entry_done(sub(h, 73), 1)
+  entry_done(sub(h, 41), 1)
 end
 local function schedule(skey, retry_at, now)
   if retry_at <= now then
@@ -48,7 +49,7 @@ end
 -- The holder value of `id` when `token` is its current lease, else nil.
 local function held_by(id, token)
   local h = redis.call('HGET', HELD, id)
-  if h and sub(h, 65, 72) == token then return h end
+  if h and sub(h, 33, 40) == token then return h end
   return nil
 end
 -- Big-endian u32 at byte i (1-based) of s, and its encoding; a u64 as 8 bytes.
@@ -63,13 +64,11 @@ end
 local function u64(n)
   return u32(math.floor(n / 4294967296)) .. u32(n % 4294967296)
 end
--- The payload hash of a record (layout: src/record.rs), in hex.
-local function hex_of(rec)
-  return (string.gsub(sub(rec, 36, 67), '.', function(c) return string.format('%02x', byte(c)) end))
-end
--- The schedule member of a record whose hash (hex) and id (decimal) are given.
-local function skey_of(rec, hex, id)
-  return char(255 - byte(rec, 11)) .. sub(rec, 12, 19) .. sub(rec, 3, 10) .. hex .. id
+-- The payload hash of a record (layout: src/record.rs).
+local function hash_of(rec) return sub(rec, 36, 67) end
+-- The schedule member of a record whose hash and id (decimal) are given.
+local function skey_of(rec, hash, id)
+  return char(255 - byte(rec, 11)) .. sub(rec, 12, 19) .. sub(rec, 3, 10) .. hash .. id
 end
 -- A record with its attempts and last error replaced.
 local function with_attempt(rec, attempts, err)
@@ -82,11 +81,11 @@ local function with_attempt(rec, attempts, err)
 end
 -- Removes a queued, not leased message whose record is `rec`.
 local function remove_waiting(id, rec)
-  local hex = hex_of(rec)
-  local skey = skey_of(rec, hex, id)
+  local hash = hash_of(rec)
+  local skey = skey_of(rec, hash, id)
   redis.call('ZREM', READY, skey)
   redis.call('ZREM', DELAYED, skey)
-  redis.call('HDEL', HASHES, hex)
+  redis.call('HDEL', HASHES, hash)
   redis.call('HDEL', MSG, id)
   redis.call('ZREM', ARRIVAL, id)
 end
@@ -98,7 +97,7 @@ end
 -- Gives a leased message back to the ready set with `rec` as its record.
 local function give_back(id, h, rec)
   redis.call('HSET', MSG, id, rec)
-  redis.call('ZADD', READY, 0, skey_of(rec, sub(h, 1, 64), id))
+  redis.call('ZADD', READY, 0, skey_of(rec, sub(h, 1, 32), id))
 end
 -- The ids (decimal, space-separated) a lease call's stream entry carries, or nil.
 local function entry_ids(entry)
@@ -117,7 +116,7 @@ local function end_call(entry, each)
   if ids then
     for id in string.gmatch(ids, '%S+') do
       local h = redis.call('HGET', HELD, id)
-      if h and sub(h, 73) == entry then
+      if h and sub(h, 41) == entry then
         redis.call('HDEL', HELD, id)
         each(id, h)
       end
@@ -132,13 +131,13 @@ end
 
 /// Runs inside the append's `MULTI`/`EXEC`, after the plain commands that wrote the chunk's
 /// records (`S:msg`), arrival (`S:arrival`) and schedule members. ARGV: group, then per
-/// message its payload hash (hex) and id. A message whose hash is queued already is a
+/// message its payload hash and id. A message whose hash is queued already is a
 /// duplicate: its record, arrival and schedule member are deleted again. Returns, per
 /// duplicate, its position in the chunk (1-based) and the queued id; `{}` when there is
 /// none (the usual case: one `HMGET` and one `HSET` for the whole chunk).
 ///
-/// The `HMGET` takes the (hash, id) pairs as they are: an id is never a field of
-/// `S:hashes` (whose fields are 64 hex characters), so every second answer is nil.
+/// The `HMGET` takes the (hash, id) pairs as they are: an id (decimal) is never a field of
+/// `S:hashes` (whose fields are 32 bytes long), so every second answer is nil.
 const APPEND: &str = r#"
 local ex = redis.call('HMGET', HASHES, unpack(ARGV, 2))
 local dups = nil
@@ -151,12 +150,12 @@ if not dups then
 end
 local pairs_, out, d = {}, {}, 1
 for k = 1, #ex, 2 do
-  local hex, id = ARGV[k + 1], ARGV[k + 2]
+  local hash, id = ARGV[k + 1], ARGV[k + 2]
   if dups[d] == k then
     d = d + 1
     local rec = redis.call('HGET', MSG, id)
     if rec then
-      local skey = skey_of(rec, hex, id)
+      local skey = skey_of(rec, hash, id)
       redis.call('ZREM', READY, skey)
       redis.call('ZREM', DELAYED, skey)
     end
@@ -165,7 +164,7 @@ for k = 1, #ex, 2 do
     out[#out + 1] = (k + 1) / 2
     out[#out + 1] = ex[k]
   else
-    pairs_[#pairs_ + 1] = hex
+    pairs_[#pairs_ + 1] = hash
     pairs_[#pairs_ + 1] = id
   end
 end
@@ -174,24 +173,24 @@ return out
 "#;
 
 /// Replays dead letters (rare: records go through Lua). ARGV: group, now, then per message:
-/// id, hash (hex), schedule member, retry_at, record. Returns per message "n<id>" (stored),
+/// id, hash, schedule member, retry_at, record. Returns per message "n<id>" (stored),
 /// "d<id>" (duplicate of queued id; the dead letter is dropped) or "g<id>" (the dead letter
 /// is gone: replayed or purged meanwhile).
 const REPLAY: &str = r#"
 local now = tonumber(ARGV[2])
 local out, stored = {}, {}
 for i = 3, #ARGV, 5 do
-  local id, hex, skey, retry_at, rec = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4]
+  local id, hash, skey, retry_at, rec = ARGV[i], ARGV[i + 1], ARGV[i + 2], tonumber(ARGV[i + 3]), ARGV[i + 4]
   local gone = redis.call('HDEL', DEADMSG, id) == 0
   redis.call('ZREM', DEADIDS, id)
-  local dup = stored[hex] or redis.call('HGET', HASHES, hex)
+  local dup = stored[hash] or redis.call('HGET', HASHES, hash)
   if gone then
     out[#out + 1] = 'g' .. id
   elseif dup then
     out[#out + 1] = 'd' .. dup
   else
-    stored[hex] = id
-    redis.call('HSET', HASHES, hex, id)
+    stored[hash] = id
+    redis.call('HSET', HASHES, hash, id)
     redis.call('HSET', MSG, id, rec)
     redis.call('ZADD', ARRIVAL, id, id)
     schedule(skey, retry_at, now)
@@ -219,7 +218,7 @@ local function expire(id, h)
   local limit = math.max(u32_at(rec, 32), 1)
   if attempts >= limit then
     local reason = expired_error .. '; max_retries (' .. limit .. ') reached'
-    redis.call('HDEL', HASHES, sub(h, 1, 64))
+    redis.call('HDEL', HASHES, sub(h, 1, 32))
     redis.call('HDEL', MSG, id)
     redis.call('ZREM', ARRIVAL, id)
     bury(id, dead_at .. u32(#reason) .. reason .. with_attempt(rec, attempts, reason))
@@ -242,11 +241,11 @@ if max <= 0 then return {} end
 -- All scores are 0, so ZPOPMIN takes the first members in delivery order.
 local popped = redis.call('ZPOPMIN', READY, max)
 if #popped == 0 then return {} end
-local ids, hexes = {}, {}
+local ids, hashes_ = {}, {}
 for i = 1, #popped, 2 do
   local m = popped[i]
-  ids[#ids + 1] = sub(m, 82)
-  hexes[#hexes + 1] = sub(m, 18, 81)
+  ids[#ids + 1] = sub(m, 50)
+  hashes_[#hashes_ + 1] = sub(m, 18, 49)
 end
 local entry = redis.call('XADD', S, '*', 'n', #ids, 'ids', table.concat(ids, ' '))
 redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', 1, 'STREAMS', S, '>')
@@ -257,7 +256,7 @@ local tail = u64(token) .. entry
 local held = {}
 for i, id in ipairs(ids) do
   held[#held + 1] = id
-  held[#held + 1] = hexes[i] .. tail
+  held[#held + 1] = hashes_[i] .. tail
 end
 redis.call('HSET', HELD, unpack(held))
 return {token, ids}
@@ -272,19 +271,19 @@ for i = 1, #held do
   local h = held[i]
   if h then
     any_held = true
-    hashes[#hashes + 1] = sub(h, 1, 64)
-    local e = sub(h, 73)
+    hashes[#hashes + 1] = sub(h, 1, 32)
+    local e = sub(h, 41)
     counts[e] = (counts[e] or 0) + 1
   else
     -- Not leased: waiting in the ready or delayed set (or gone already).
     local id = ARGV[i + 1]
     local rec = redis.call('HGET', MSG, id)
     if rec then
-      local hex = hex_of(rec)
-      local skey = skey_of(rec, hex, id)
+      local hash = hash_of(rec)
+      local skey = skey_of(rec, hash, id)
       redis.call('ZREM', READY, skey)
       redis.call('ZREM', DELAYED, skey)
-      hashes[#hashes + 1] = hex
+      hashes[#hashes + 1] = hash
     end
   end
 end
@@ -316,7 +315,7 @@ local id = ARGV[2]
 local h = held_by(id, ARGV[3])
 if not h then return 0 end
 end_lease(id, h)
-redis.call('HDEL', HASHES, sub(h, 1, 64))
+redis.call('HDEL', HASHES, sub(h, 1, 32))
 redis.call('HDEL', MSG, id)
 redis.call('ZREM', ARRIVAL, id)
 bury(id, ARGV[4])
@@ -386,8 +385,8 @@ pub(super) const LAYOUT_VERSION: &str = "2";
 ///
 /// Layout 1 (before 2026-12-01) kept, per message, `S:meta` (hash and schedule member),
 /// `S:inflight` (holder) and `S:leases` (lease end), and schedule members
-/// `PPPRRRRRRRRRRRRRRRRIIIIIIIIIIIIIIIIIIII`. Records, hashes, arrival, dead letters and
-/// counters are the same in both. Every queued message is scheduled again from its record:
+/// `PPPRRRRRRRRRRRRRRRRIIIIIIIIIIIIIIIIIIII`, and keyed `S:hashes` by the hash in hex.
+/// Records, arrival, dead letters and counters are the same in both. Every queued message is scheduled again from its record:
 /// due ones to the ready set, the others to the delayed set; a message that was leased is
 /// given back due at its `retry_at` and marked `pending_shutdown` (its holder may have
 /// delivered it: at-least-once), without an attempt counted. Layout 1's stream entries are
@@ -409,7 +408,7 @@ if redis.call('HLEN', MSG) > 0 then
     end
     local retry_at = 0
     for j = 12, 19 do retry_at = retry_at * 256 + byte(rec, j) end
-    schedule(skey_of(rec, hex_of(rec), id), retry_at, now)
+    schedule(skey_of(rec, hash_of(rec), id), retry_at, now)
     n = n + 1
   end
 end
@@ -419,6 +418,14 @@ while true do
   for _, e in ipairs(page) do
     redis.call('XACK', S, GROUP, e[1])
     redis.call('XDEL', S, e[1])
+  end
+end
+-- Layout 1 keyed S:hashes by the hash in hex.
+local hashes = redis.call('HGETALL', HASHES)
+for j = 1, #hashes, 2 do
+  if #hashes[j] == 64 then
+    redis.call('HDEL', HASHES, hashes[j])
+    redis.call('HSET', HASHES, (string.gsub(hashes[j], '..', function(x) return char(tonumber(x, 16)) end)), hashes[j + 1])
   end
 end
 redis.call('DEL', META, INFLIGHT, OLDLEASES, ENTRIES)

@@ -12,14 +12,19 @@ use crate::message::{
 use crate::{record, Timestamp};
 
 /// The schedule member of `S:ready`/`S:delayed`: `255 − priority`, `retry_at` and id as
-/// big-endian bytes (so byte order is delivery order), the hash in hex, the id in decimal
+/// big-endian bytes (so byte order is delivery order), the hash, the id in decimal
 /// (`scripts::COMMON` reads the last two at fixed offsets).
-pub(super) fn member(priority: u8, retry_at: Timestamp, id: MessageId, hex: &str) -> Vec<u8> {
-    let mut m = Vec::with_capacity(17 + 64 + 20);
+pub(super) fn member(
+    priority: u8,
+    retry_at: Timestamp,
+    id: MessageId,
+    hash: &PayloadHash,
+) -> Vec<u8> {
+    let mut m = Vec::with_capacity(17 + 32 + 20);
     m.push(u8::MAX - priority);
     m.extend_from_slice(&retry_at.as_millis().to_be_bytes());
     m.extend_from_slice(&id.0.to_be_bytes());
-    m.extend_from_slice(hex.as_bytes());
+    m.extend_from_slice(&hash.0);
     m.extend_from_slice(id.0.to_string().as_bytes());
     m
 }
@@ -27,7 +32,7 @@ pub(super) fn member(priority: u8, retry_at: Timestamp, id: MessageId, hex: &str
 /// One message to store.
 struct Stored {
     id: String,
-    hex: String,
+    hash: PayloadHash,
     member: Vec<u8>,
     retry_at: Timestamp,
     record: Vec<u8>,
@@ -35,11 +40,10 @@ struct Stored {
 
 impl Stored {
     fn of(m: &Message) -> Self {
-        let hex = m.payload_hash.to_hex();
         Stored {
             id: m.id.0.to_string(),
-            member: member(m.priority, m.retry_at, m.id, &hex),
-            hex,
+            member: member(m.priority, m.retry_at, m.id, &m.payload_hash),
+            hash: m.payload_hash,
             retry_at: m.retry_at,
             record: record::encode(m),
         }
@@ -101,12 +105,11 @@ impl RedisQueue {
             }
             first_of.insert(hash, i);
             same_as.push(Ok(messages.len()));
-            let hex = hash.to_hex();
             let retry_at = n.retry_at.unwrap_or(now);
             messages.push(Stored {
                 id: id.0.to_string(),
-                member: member(n.priority, retry_at, id, &hex),
-                hex,
+                member: member(n.priority, retry_at, id, &hash),
+                hash,
                 retry_at,
                 record: record::encode_new(n, id, &hash, now),
             });
@@ -163,7 +166,7 @@ impl RedisQueue {
                     delayed.arg(m.retry_at.as_millis()).arg(&m.member);
                     any_delayed = true;
                 }
-                dedup.arg(&m.hex).arg(&m.id);
+                dedup.arg(&m.hash.0[..]).arg(&m.id);
             }
             pipe.add_command(msg).ignore();
             pipe.add_command(arrival).ignore();
@@ -296,7 +299,7 @@ impl RedisQueue {
                 inv.arg(now.as_millis());
                 for m in chunk {
                     inv.arg(&m.id)
-                        .arg(&m.hex)
+                        .arg(&m.hash.0[..])
                         .arg(&m.member)
                         .arg(m.retry_at.as_millis())
                         .arg(&m.record);
@@ -323,7 +326,7 @@ mod tests {
 
     #[test]
     fn members_sort_in_delivery_order() {
-        let h = PayloadHash::of(b"x").to_hex();
+        let h = PayloadHash::of(b"x");
         let t = Timestamp::from_millis;
         let ordered = [
             member(9, t(5), MessageId(300), &h),
@@ -335,9 +338,9 @@ mod tests {
         let mut sorted = ordered.clone();
         sorted.sort();
         assert_eq!(sorted, ordered);
-        // The scripts read the hash at 18..81 and the decimal id from 82 (1-based).
+        // The scripts read the hash at 18..49 and the decimal id from 50 (1-based).
         let m = &ordered[0];
-        assert_eq!(&m[17..81], h.as_bytes());
-        assert_eq!(&m[81..], b"300");
+        assert_eq!(&m[17..49], &h.0[..]);
+        assert_eq!(&m[49..], b"300");
     }
 }
