@@ -148,7 +148,11 @@ end
 ///
 /// The `HMGET` takes the (hash, id) pairs as they are: an id (decimal) is never a field of
 /// `S:hashes` (whose fields are 32 bytes long), so every second answer is nil.
+///
+/// Sent whole with every append (EVAL), so it has its own short prelude, not [`COMMON`].
 const APPEND: &str = r#"
+local READY, DELAYED, MSG, HASHES, ARRIVAL = KEYS[3], KEYS[2], KEYS[4], KEYS[5], KEYS[11]
+local sub, byte, char = string.sub, string.byte, string.char
 local ex = redis.call('HMGET', HASHES, unpack(ARGV, 2))
 local dups = nil
 for k = 1, #ex, 2 do
@@ -165,7 +169,8 @@ for k = 1, #ex, 2 do
     d = d + 1
     local rec = redis.call('HGET', MSG, id)
     if rec then
-      local skey = skey_of(rec, hash, id)
+      -- The schedule member (see COMMON's skey_of).
+      local skey = char(255 - byte(rec, 11)) .. sub(rec, 12, 19) .. sub(rec, 3, 10) .. hash .. id
       redis.call('ZREM', READY, skey)
       redis.call('ZREM', DELAYED, skey)
     end
@@ -464,7 +469,7 @@ impl Scripts {
     pub(super) fn new() -> Self {
         let s = |body: &str| redis::Script::new(&format!("{COMMON}{body}"));
         Scripts {
-            append_source: format!("{COMMON}{APPEND}"),
+            append_source: APPEND.to_owned(),
             replay: s(REPLAY),
             lease: s(LEASE),
             ack: s(ACK),
