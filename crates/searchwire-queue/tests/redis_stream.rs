@@ -1,6 +1,6 @@
 //! The Redis backend's stream: one entry per lease call, acknowledged and deleted once every
-//! lease it carries has ended (and entries left by the one-entry-per-message layout still
-//! go). Needs `SEARCHWIRE_TEST_REDIS` like the conformance suite.
+//! lease it carries has ended (acked, rescheduled, dead-lettered, expired or released).
+//! Needs `SEARCHWIRE_TEST_REDIS` like the conformance suite.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -74,30 +74,24 @@ async fn one_stream_entry_per_lease_call_deleted_when_its_last_lease_ends() {
 }
 
 #[tokio::test]
-async fn an_entry_without_a_count_goes_at_its_first_lease_end() {
+async fn an_expired_or_released_lease_call_leaves_the_stream() {
     let Some(ctx) = Ctx::new(Backend::Redis).await else {
         return;
     };
     let q = ctx.q();
-    append(q, 2).await;
-    let l = q.lease(2).await.unwrap();
+    append(q, 3).await;
+    let first = q.lease(2).await.unwrap();
     assert_eq!(xlen(&ctx).await, 1);
-    // What the one-entry-per-message layout left: entries without a count.
-    let client = redis::Client::open(ctx.url.clone().unwrap()).unwrap();
-    let mut c = client.get_multiplexed_async_connection().await.unwrap();
-    let _: () = redis::cmd("DEL")
-        .arg(format!("{}:entries", ctx.stream))
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    q.ack(&ids(&l)[..1]).await.unwrap();
-    assert_eq!(
-        xlen(&ctx).await,
-        0,
-        "acknowledged and deleted at the first end"
-    );
+    q.ack(&ids(&first)[..1]).await.unwrap();
+    // The lease call's end passes with one lease still out: the message comes back and the
+    // entry goes.
+    ctx.clock.advance(support::LEASE);
+    let again = q.lease(3).await.unwrap();
+    assert_eq!(again.len(), 2, "the expired lease and the third message");
+    assert_eq!(xlen(&ctx).await, 1, "only the new call's entry");
+    assert_eq!(pending(&ctx).await, 1);
+    assert_eq!(q.release().await.unwrap(), 2);
+    assert_eq!(xlen(&ctx).await, 0, "released: acknowledged and deleted");
     assert_eq!(pending(&ctx).await, 0);
-    // The other lease ends without an entry left to count: nothing breaks.
-    assert_eq!(q.ack(&ids(&l)[1..]).await.unwrap(), 1);
-    assert_eq!(q.stats().await.unwrap().backlog, 0);
+    assert_eq!(q.stats().await.unwrap().leased, 0);
 }

@@ -3,22 +3,27 @@
 //! # Layout
 //!
 //! A queue named `S` (default [`DEFAULT_STREAM`], `es-retry-stream` as in reference 004
-//! ch. 5) is these keys:
+//! ch. 5) is these keys (layout 2, since 2026-12-01; `S:layout` holds `2`):
 //!
 //! | key | type | holds |
 //! | --- | --- | --- |
-//! | `S` | stream, consumer group (default [`DEFAULT_GROUP`]) | one entry per **lease call** (field `n`: its number of leases): the in-flight log; each consumer's pending-entries list is what it holds |
+//! | `S` | stream, consumer group (default [`DEFAULT_GROUP`]) | one entry per **lease call** (fields `n`: its number of leases, `ids`: its messages): the in-flight log; each consumer's pending-entries list is what it holds |
 //! | `S:delayed` | sorted set, score `retry_at` | messages not due yet |
-//! | `S:ready` | sorted set, all scores 0, ordered by member | due messages; the member `PPPRRRRRRRRRRRRRRRRIIIIIIIIIIIIIIIIIIII` (255 − priority, retry_at, id, zero-padded) sorts in delivery order |
+//! | `S:ready` | sorted set, all scores 0, ordered by member | due messages; the member (`255 − priority`, `retry_at`, id as big-endian bytes, then the payload hash and the id in decimal) sorts in delivery order and tells a lease the hash and id without a lookup |
 //! | `S:msg` | hash id → record | every queued message (leased or not) |
-//! | `S:meta` | hash id → "hash member" | where a message is, to remove it by id |
-//! | `S:hashes` | hash SHA-256 → id | de-duplication while queued |
-//! | `S:leases` | sorted set, score lease end | leased messages |
-//! | `S:inflight` | hash id → "entry lease-number consumer" | who holds what |
+//! | `S:hashes` | hash SHA-256 (32 bytes) → id | de-duplication while queued |
+//! | `S:held` | hash id → hash, lease token, stream entry | leased messages: by whom (the entry's consumer) and which lease |
+//! | `S:calls` | sorted set, score lease end | lease calls (stream entries) in flight |
 //! | `S:entries` | hash stream entry → leases of it not ended yet | when an entry may be acknowledged and deleted |
 //! | `S:dead`, `S:dead-ids` | hash id → dead-letter record, sorted set of ids | dead letters |
 //! | `S:arrival` | sorted set, score id | queued ids in arrival order (oldest, listing) |
-//! | `S:seq`, `S:lease-seq` | counters | message ids, lease numbers |
+//! | `S:seq`, `S:lease-seq` | counters | message ids, lease tokens (one per lease call) |
+//! | `S:layout` | string | the layout version |
+//!
+//! Per message, an append writes 4 members (record, hash, arrival, schedule member), a lease
+//! pops 1 and writes 1 (`S:held`), an ack deletes 4. Layout 1 also kept, per message, where
+//! it was (`S:meta`), who held it (`S:inflight`) and its lease end (`S:leases`), and passed
+//! every record through Lua; see "Migration".
 //!
 //! # Why a stream *and* sorted sets
 //!
@@ -28,61 +33,76 @@
 //! (`delayed` by time, `ready` in delivery order) and the stream carries exactly what is
 //! leased: a lease is one Lua script that moves due messages from `delayed` to `ready`,
 //! takes the first `max` of `ready` (one ZPOPMIN: all scores are 0), XADDs one entry for
-//! the whole call and XREADGROUPs it into the consumer's pending list. Ack, reschedule and dead-lettering count the entry's
-//! leases down (`S:entries`); when the last one ends, the entry is XACKed and then XDELed,
-//! so only acknowledged entries are ever trimmed and the stream stays as long as the number
-//! of lease calls in flight. `XPENDING es-retry-stream searchwire` shows each consumer's
-//! lease calls and their idle time. (Before, each message had its own entry: an XADD, an
-//! XREADGROUP delivery — propagated to the AOF as one XCLAIM each —, an XACK and an XDEL per
-//! message. Such entries, left by an older version, are handled: an entry without a count
-//! goes at its first lease's end.)
+//! the whole call (with its message ids) and XREADGROUPs it into the consumer's pending
+//! list. Ack, reschedule and dead-lettering count the entry's leases down (`S:entries`);
+//! when the last one ends, the entry is XACKed and then XDELed, so only acknowledged
+//! entries are ever trimmed and the stream stays as long as the number of lease calls in
+//! flight. `XPENDING es-retry-stream searchwire` shows each consumer's lease calls and their
+//! idle time; `XRANGE` shows which messages each carries.
 //!
 //! Nothing is delivered early: a message enters `ready` only when a lease script runs at a
 //! `now` at or after its `retry_at`.
 //!
 //! # A consumer that dies
 //!
-//! Lease ends are kept in `S:leases` by the **caller's clock** (the injected
+//! Lease ends are kept per lease call in `S:calls` by the **caller's clock** (the injected
 //! [`Clock`](crate::Clock)), not by XAUTOCLAIM's idle time (Redis's clock): both backends
 //! then expire leases identically and tests drive expiry with a manual clock. Each lease
-//! script first returns expired leases to `ready` (XACK + XDEL of the dead holder's entry),
-//! where they are leased again in their place in the delivery order — an XAUTOCLAIM would
-//! hand them to whoever claims first, ahead of higher-priority messages. Each expiry counts
-//! a failed attempt (a dead letter once `max_retries` is reached, as in the embedded
-//! backend). The effect is the
-//! same guarantee: a holder that dies loses nothing; its messages come back after the lease
+//! script first ends expired lease calls: every message the call still holds goes back to
+//! `ready`, where it is leased again in its place in the delivery order — an XAUTOCLAIM
+//! would hand them to whoever claims first, ahead of higher-priority messages — and the
+//! entry is XACKed and XDELed. Each expiry counts a failed attempt (a dead letter once
+//! `max_retries` is reached, as in the embedded backend). The effect is the same
+//! guarantee: a holder that dies loses nothing; its messages come back after the lease
 //! timeout. Machines sharing a queue need synchronized clocks (NTP): a skew shifts due
-//! times and lease ends by the skew.
+//! times and lease ends by the skew. [`RedisQueue::release`] finds a consumer's lease
+//! calls in its pending-entries list.
 //!
 //! # Atomicity, batching, durability
 //!
-//! Every operation is one Lua script (atomic in Redis, one round trip). An append reserves
-//! its ids with one INCRBY, then sends its messages in chunks of [`RedisConfig::chunk`] as
-//! EVALSHA commands pipelined in one round trip; de-duplication by payload hash happens
-//! inside the script, so two processes appending the same payload store it once.
+//! Every operation is atomic in Redis. An append reserves its ids with one INCRBY, then
+//! sends its messages in chunks of [`RedisConfig::chunk`], each one `MULTI`/`EXEC` of plain
+//! commands (records, arrival, schedule members) and a small de-duplication script, which
+//! deletes again what it finds queued already; all chunks are pipelined in one round trip,
+//! so two processes appending the same payload store it once. A lease is the lease script
+//! (it returns ids) and one `HMGET` of the records; an ack is one script per 1000 ids,
+//! pipelined. The 1 KB records never pass through Lua on this path (they did in layout 1:
+//! about half of its Redis time per message was the Lua interpreter).
 //!
-//! `append` returns when Redis has executed the scripts. That survives the death of the
-//! appending process. Whether it survives a crash of Redis or of its machine is Redis's
+//! `append` returns when Redis has executed the transactions. That survives the death of
+//! the appending process. Whether it survives a crash of Redis or of its machine is Redis's
 //! persistence setting: with `appendonly yes` and `appendfsync always`, Redis syncs its AOF
 //! before it replies, so everything whose append returned survives (this is what
 //! `scripts/redis` configures); with `appendfsync everysec` up to about one second of
 //! acknowledged writes can be lost. Replicas do not change this (replication is
 //! asynchronous) unless the operator adds `WAIT`.
 //!
+//! # Migration
+//!
+//! [`RedisQueue::connect`] brings a queue left by layout 1 to layout 2 with one script
+//! (`scripts::MIGRATE`), guarded by `S:layout`: atomic, and safe when several processes
+//! connect at once (the first migrates, the others find `2`). Every queued message is
+//! scheduled again from its record; one leased under layout 1 is given back, due at its
+//! `retry_at` and marked `pending_shutdown` (at-least-once: its holder may have delivered
+//! it), without an attempt counted; layout 1's stream entries are acknowledged and deleted.
+//! The script blocks Redis for a time proportional to the backlog (it reads every record
+//! once). Processes of both versions must not share a queue: stop the old ones
+//! before starting the new.
+//!
 //! Cluster mode is not supported: the keys are not hash-tagged into one slot.
 
 mod scripts;
+mod write;
+
+#[cfg(test)]
+mod migrate_tests;
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use redis::Value;
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::message::{
-    Appended, DeadLetter, Lease, LeaseToken, Message, MessageId, NewMessage, PayloadHash, Replayed,
-    Rescheduled, Selection, Stats,
-};
+use crate::message::{DeadLetter, Lease, Message, MessageId, Rescheduled, Selection, Stats};
 use crate::{record, QueueOptions, Timestamp};
 use scripts::Scripts;
 
@@ -90,10 +110,11 @@ use scripts::Scripts;
 pub const DEFAULT_STREAM: &str = "es-retry-stream";
 /// Default consumer group.
 pub const DEFAULT_GROUP: &str = "searchwire";
-/// Default [`RedisConfig::chunk`]: messages per script call. 256 × 1 KB keeps each call well
-/// under Redis's 512 MB argument limit and each script run short (a few ms), so other
-/// clients are not stalled behind one huge batch.
-pub const DEFAULT_CHUNK: usize = 256;
+/// Default [`RedisConfig::chunk`]: messages per append transaction (at most [`MAX_LEASE`]).
+/// With the records written by plain commands, 1000 × 1 KB is one transaction of a few ms
+/// (other clients wait that long at most) and one AOF write and sync per 1000 messages
+/// (with 256, four).
+pub const DEFAULT_CHUNK: usize = 1000;
 /// How long connecting (or reconnecting) to Redis may take, per try.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one command may wait for Redis's answer. A lease or append script over a few
@@ -116,7 +137,8 @@ pub struct RedisConfig {
     pub stream: String,
     /// The consumer group. Default [`DEFAULT_GROUP`].
     pub group: String,
-    /// Messages per script call in an append. Default [`DEFAULT_CHUNK`].
+    /// Messages per transaction in an append (at most [`MAX_LEASE`]). Default
+    /// [`DEFAULT_CHUNK`].
     pub chunk: usize,
     /// Lease timeout, consumer name, clock.
     pub options: QueueOptions,
@@ -156,6 +178,7 @@ struct Keys {
 }
 
 impl Keys {
+    /// In the order the scripts name them (`scripts::COMMON`, `MIGRATE`).
     fn new(stream: &str) -> Self {
         let k = |suffix: &str| format!("{stream}:{suffix}");
         Keys {
@@ -164,21 +187,41 @@ impl Keys {
                 k("delayed"),
                 k("ready"),
                 k("msg"),
-                k("meta"),
                 k("hashes"),
-                k("leases"),
-                k("inflight"),
+                k("held"),
+                k("calls"),
+                k("entries"),
                 k("dead"),
                 k("dead-ids"),
                 k("arrival"),
                 k("lease-seq"),
-                k("entries"),
+                k("layout"),
+                // Layout 1's, read once by the migration.
+                k("meta"),
+                k("inflight"),
+                k("leases"),
             ],
         }
     }
 
     fn seq(&self) -> String {
         format!("{}:seq", self.all[0])
+    }
+
+    fn msg(&self) -> &str {
+        &self.all[3]
+    }
+
+    fn arrival(&self) -> &str {
+        &self.all[10]
+    }
+
+    fn ready(&self) -> &str {
+        &self.all[2]
+    }
+
+    fn delayed(&self) -> &str {
+        &self.all[1]
     }
 }
 
@@ -201,41 +244,6 @@ impl std::fmt::Debug for RedisQueue {
 
 fn redis_err(what: &str, e: redis::RedisError) -> Error {
     Error::with_source(ErrorKind::Redis, format!("redis: {what} failed"), e)
-}
-
-/// The delivery-order member of `ready`/`delayed`.
-fn schedule_member(m: &Message) -> String {
-    member(m.priority, m.retry_at, m.id)
-}
-
-fn member(priority: u8, retry_at: Timestamp, id: MessageId) -> String {
-    format!(
-        "{:03}{:016}{:020}",
-        u8::MAX - priority,
-        retry_at.as_millis(),
-        id.0
-    )
-}
-
-/// One message as the append script takes it.
-struct Stored {
-    id: MessageId,
-    hash: PayloadHash,
-    member: String,
-    retry_at: Timestamp,
-    record: Vec<u8>,
-}
-
-impl Stored {
-    fn of(m: &Message) -> Self {
-        Stored {
-            id: m.id,
-            hash: m.payload_hash,
-            member: schedule_member(m),
-            retry_at: m.retry_at,
-            record: record::encode(m),
-        }
-    }
 }
 
 impl RedisQueue {
@@ -312,12 +320,19 @@ impl RedisQueue {
                 .await
                 .map_err(|e| redis_err("loading the queue scripts", e))?;
         }
-        Ok(RedisQueue {
+        let queue = RedisQueue {
             keys: Arc::new(Keys::new(&config.stream)),
             conn,
             scripts: Arc::new(scripts),
             config: Arc::new(config),
-        })
+        };
+        let mut inv = queue.invocation(&queue.scripts.migrate);
+        inv.arg(queue.now().as_millis())
+            .arg(scripts::LAYOUT_VERSION);
+        let _migrated: u64 = queue
+            .run("migrating the queue to the current layout", &inv)
+            .await?;
+        Ok(queue)
     }
 
     /// The options it was opened with.
@@ -388,117 +403,6 @@ impl RedisQueue {
         }
     }
 
-    /// See [`Queue::append`](crate::Queue::append).
-    pub async fn append(&self, batch: Vec<NewMessage>) -> Result<Vec<Appended>> {
-        crate::check_batch(&batch)?;
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
-        let now = self.now();
-        let mut conn = self.conn.clone();
-        let last: u64 = redis::cmd("INCRBY")
-            .arg(self.keys.seq())
-            .arg(batch.len())
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| redis_err("reserving message ids", e))?;
-        let first = last + 1 - batch.len() as u64;
-        let messages: Vec<Stored> = batch
-            .iter()
-            .enumerate()
-            .map(|(i, n)| {
-                let id = MessageId(first + i as u64);
-                let hash = PayloadHash::of(&n.payload);
-                let retry_at = n.retry_at.unwrap_or(now);
-                Stored {
-                    id,
-                    member: member(n.priority, retry_at, id),
-                    retry_at,
-                    record: record::encode_new(n, id, &hash, now),
-                    hash,
-                }
-            })
-            .collect();
-        let results = self.store(&messages, now, false).await?;
-        results
-            .iter()
-            .map(|r| match parse_outcome(r)? {
-                ('n', id) => Ok(Appended::New(id)),
-                ('d', id) => Ok(Appended::Duplicate(id)),
-                _ => Err(Error::corrupt(format!("unexpected append result {r:?}"))),
-            })
-            .collect()
-    }
-
-    /// Runs the append script over `messages` in pipelined chunks.
-    async fn store(&self, messages: &[Stored], now: Timestamp, dead: bool) -> Result<Vec<String>> {
-        let mut pipe = redis::pipe();
-        for chunk in messages.chunks(self.config.chunk) {
-            let mut inv = self.invocation(&self.scripts.append);
-            inv.arg(now.as_millis());
-            for m in chunk {
-                inv.arg(m.id.0)
-                    .arg(m.hash.to_hex())
-                    .arg(&m.member)
-                    .arg(m.retry_at.as_millis())
-                    .arg(&m.record)
-                    .arg(if dead { "1" } else { "" });
-            }
-            pipe.add_command(inv);
-        }
-        let chunks: Vec<Vec<String>> = self.run_pipe("appending", &pipe).await?;
-        Ok(chunks.into_iter().flatten().collect())
-    }
-
-    /// See [`Queue::lease`](crate::Queue::lease). At most [`MAX_LEASE`] per call.
-    pub async fn lease(&self, max: usize) -> Result<Vec<Lease>> {
-        let now = self.now();
-        let expires_at = now.saturating_add(self.config.options.lease_timeout);
-        let mut inv = self.invocation(&self.scripts.lease);
-        inv.arg(now.as_millis())
-            .arg(max.min(MAX_LEASE))
-            .arg(&self.config.options.consumer)
-            .arg(expires_at.as_millis())
-            .arg(&now.as_millis().to_be_bytes()[..])
-            .arg(crate::LEASE_EXPIRED);
-        let values: Vec<Value> = self.run("leasing", &inv).await?;
-        let mut out = Vec::with_capacity(values.len() / 2);
-        let mut it = values.into_iter();
-        while let (Some(n), Some(rec)) = (it.next(), it.next()) {
-            let Value::Int(n) = n else {
-                return Err(Error::corrupt("lease number is not an integer"));
-            };
-            let Value::BulkString(rec) = rec else {
-                return Err(Error::corrupt("a leased message has no record"));
-            };
-            out.push(Lease {
-                message: record::decode(&rec)?,
-                token: LeaseToken(u64::try_from(n).unwrap_or(0)),
-                expires_at,
-            });
-        }
-        Ok(out)
-    }
-
-    /// See [`Queue::ack`](crate::Queue::ack).
-    pub async fn ack(&self, ids: &[MessageId]) -> Result<u64> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        // One script call per chunk (Lua's `unpack` takes a few thousand values at most),
-        // all pipelined in one round trip.
-        let mut pipe = redis::pipe();
-        for chunk in ids.chunks(MAX_LEASE) {
-            let mut inv = self.invocation(&self.scripts.ack);
-            for id in chunk {
-                inv.arg(id.0);
-            }
-            pipe.add_command(inv);
-        }
-        let counts: Vec<u64> = self.run_pipe("acknowledging", &pipe).await?;
-        Ok(counts.iter().sum())
-    }
-
     /// See [`Queue::reschedule`](crate::Queue::reschedule).
     pub async fn reschedule(
         &self,
@@ -524,9 +428,9 @@ impl RedisQueue {
         let mut inv = self.invocation(&self.scripts.reschedule);
         inv.arg(now.as_millis())
             .arg(m.id.0)
-            .arg(lease.token.0)
+            .arg(&lease.token.0.to_be_bytes()[..])
             .arg(record::encode(&m))
-            .arg(schedule_member(&m))
+            .arg(write::member(m.priority, m.retry_at, m.id, &m.payload_hash))
             .arg(retry_at.as_millis());
         let done: i64 = self.run("rescheduling", &inv).await?;
         Ok(if done == 1 {
@@ -546,7 +450,7 @@ impl RedisQueue {
         m.last_error = Some(reason.to_owned());
         let mut inv = self.invocation(&self.scripts.kill);
         inv.arg(m.id.0)
-            .arg(lease.token.0)
+            .arg(&lease.token.0.to_be_bytes()[..])
             .arg(record::encode_dead(&m, reason, now));
         let done: i64 = self.run("dead-lettering", &inv).await?;
         Ok(done == 1)
@@ -621,31 +525,6 @@ impl RedisQueue {
             .collect()
     }
 
-    /// See [`Queue::replay`](crate::Queue::replay).
-    pub async fn replay(&self, selection: &Selection) -> Result<Replayed> {
-        let now = self.now();
-        let mut out = Replayed::default();
-        let mut after = None;
-        loop {
-            let page = self.dead_letters(after, self.config.chunk).await?;
-            let Some(last) = page.last() else { break };
-            after = Some(last.message.id);
-            let revived: Vec<Stored> = page
-                .into_iter()
-                .filter(|d| selection.contains(d.message.id))
-                .map(|d| Stored::of(&crate::revived(d.message, now)))
-                .collect();
-            for r in self.store(&revived, now, true).await? {
-                match parse_outcome(&r)?.0 {
-                    'n' => out.replayed += 1,
-                    'd' => out.duplicates += 1,
-                    _ => {}
-                }
-            }
-        }
-        Ok(out)
-    }
-
     /// See [`Queue::purge`](crate::Queue::purge).
     pub async fn purge(&self, selection: &Selection) -> Result<u64> {
         let mut inv = self.invocation(&self.scripts.purge);
@@ -662,17 +541,6 @@ impl RedisQueue {
         }
         self.run("purging dead letters", &inv).await
     }
-}
-
-/// Splits "n42" into ('n', 42).
-fn parse_outcome(r: &str) -> Result<(char, MessageId)> {
-    let mut chars = r.chars();
-    let kind = chars.next().unwrap_or('?');
-    let id = chars
-        .as_str()
-        .parse()
-        .map_err(|_| Error::corrupt(format!("unexpected script result {r:?}")))?;
-    Ok((kind, MessageId(id)))
 }
 
 #[cfg(test)]

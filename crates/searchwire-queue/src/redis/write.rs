@@ -1,0 +1,346 @@
+//! The hot path: append, lease, ack (and the replay of dead letters, which stores like an
+//! append). See the module documentation of [`super`] for the layout.
+
+use redis::Value;
+use std::collections::HashMap;
+
+use super::{redis_err, RedisQueue, MAX_LEASE};
+use crate::error::{Error, Result};
+use crate::message::{
+    Appended, Lease, LeaseToken, Message, MessageId, NewMessage, PayloadHash, Replayed, Selection,
+};
+use crate::{record, Timestamp};
+
+/// The schedule member of `S:ready`/`S:delayed`: `255 − priority`, `retry_at` and id as
+/// big-endian bytes (so byte order is delivery order), the hash, the id in decimal
+/// (`scripts::COMMON` reads the last two at fixed offsets).
+pub(super) fn member(
+    priority: u8,
+    retry_at: Timestamp,
+    id: MessageId,
+    hash: &PayloadHash,
+) -> Vec<u8> {
+    let mut m = Vec::with_capacity(17 + 32 + 20);
+    m.push(u8::MAX - priority);
+    m.extend_from_slice(&retry_at.as_millis().to_be_bytes());
+    m.extend_from_slice(&id.0.to_be_bytes());
+    m.extend_from_slice(&hash.0);
+    m.extend_from_slice(id.0.to_string().as_bytes());
+    m
+}
+
+/// One message to store.
+struct Stored {
+    id: String,
+    hash: PayloadHash,
+    member: Vec<u8>,
+    retry_at: Timestamp,
+    record: Vec<u8>,
+}
+
+impl Stored {
+    fn of(m: &Message) -> Self {
+        Stored {
+            id: m.id.0.to_string(),
+            member: member(m.priority, m.retry_at, m.id, &m.payload_hash),
+            hash: m.payload_hash,
+            retry_at: m.retry_at,
+            record: record::encode(m),
+        }
+    }
+}
+
+/// A chunk's size: the configured one, at most [`MAX_LEASE`] (Lua's `unpack` takes a few
+/// thousand values at most).
+fn chunk_size(configured: usize) -> usize {
+    configured.clamp(1, MAX_LEASE)
+}
+
+/// An error reply inside an `EXEC`'s answer, as an error.
+fn check_exec(v: &Value) -> Result<&[Value]> {
+    match v {
+        Value::Array(items) => {
+            for item in items {
+                if let Value::ServerError(e) = item {
+                    return Err(Error::new(
+                        crate::ErrorKind::Redis,
+                        format!("redis: appending failed: {e:?}"),
+                    ));
+                }
+            }
+            Ok(items)
+        }
+        other => Err(Error::corrupt(format!(
+            "unexpected answer to an append transaction: {other:?}"
+        ))),
+    }
+}
+
+impl RedisQueue {
+    /// See [`Queue::append`](crate::Queue::append).
+    pub async fn append(&self, batch: Vec<NewMessage>) -> Result<Vec<Appended>> {
+        crate::check_batch(&batch)?;
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let now = self.now();
+        let mut conn = self.conn.clone();
+        let last: u64 = redis::cmd("INCRBY")
+            .arg(self.keys.seq())
+            .arg(batch.len())
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| redis_err("reserving message ids", e))?;
+        let first = last + 1 - batch.len() as u64;
+        // Duplicates within the batch are found here; Redis sees each payload once.
+        let mut first_of: HashMap<PayloadHash, usize> = HashMap::with_capacity(batch.len());
+        let mut same_as = Vec::with_capacity(batch.len());
+        let mut messages = Vec::with_capacity(batch.len());
+        for (i, n) in batch.iter().enumerate() {
+            let id = MessageId(first + i as u64);
+            let hash = PayloadHash::of(&n.payload);
+            if let Some(&j) = first_of.get(&hash) {
+                same_as.push(Err(j));
+                continue;
+            }
+            first_of.insert(hash, i);
+            same_as.push(Ok(messages.len()));
+            let retry_at = n.retry_at.unwrap_or(now);
+            messages.push(Stored {
+                id: id.0.to_string(),
+                member: member(n.priority, retry_at, id, &hash),
+                hash,
+                retry_at,
+                record: record::encode_new(n, id, &hash, now),
+            });
+        }
+        let queued = self.store_new(&messages, now).await?;
+        let mut out: Vec<Appended> = Vec::with_capacity(batch.len());
+        for (i, s) in same_as.iter().enumerate() {
+            let a = match *s {
+                Ok(k) => match queued[k] {
+                    Some(existing) => Appended::Duplicate(existing),
+                    None => Appended::New(MessageId(first + i as u64)),
+                },
+                Err(j) => Appended::Duplicate(out[j].id()),
+            };
+            out.push(a);
+        }
+        Ok(out)
+    }
+
+    /// Stores `messages` (distinct payloads): per chunk one `MULTI`/`EXEC` with the records,
+    /// arrival and schedule members as plain commands and the de-duplication script last;
+    /// all chunks pipelined in one round trip. Returns, per message, the queued id it
+    /// duplicates (it was not stored), or `None`.
+    async fn store_new(
+        &self,
+        messages: &[Stored],
+        now: Timestamp,
+    ) -> Result<Vec<Option<MessageId>>> {
+        let k = &self.keys;
+        let mut pipe = redis::pipe();
+        let chunk = chunk_size(self.config.chunk);
+        for part in messages.chunks(chunk) {
+            pipe.cmd("MULTI").ignore();
+            let (mut msg, mut arrival) = (redis::cmd("HSET"), redis::cmd("ZADD"));
+            msg.arg(k.msg());
+            arrival.arg(k.arrival());
+            let (mut ready, mut delayed) = (redis::cmd("ZADD"), redis::cmd("ZADD"));
+            ready.arg(k.ready());
+            delayed.arg(k.delayed());
+            let (mut any_ready, mut any_delayed) = (false, false);
+            let mut dedup = redis::cmd("EVAL");
+            dedup
+                .arg(&self.scripts.append_source)
+                .arg(k.all.len())
+                .arg(&k.all)
+                .arg(&self.config.group);
+            for m in part {
+                msg.arg(&m.id).arg(&m.record);
+                arrival.arg(&m.id).arg(&m.id);
+                if m.retry_at <= now {
+                    ready.arg(0).arg(&m.member);
+                    any_ready = true;
+                } else {
+                    delayed.arg(m.retry_at.as_millis()).arg(&m.member);
+                    any_delayed = true;
+                }
+                dedup.arg(&m.hash.0[..]).arg(&m.id);
+            }
+            pipe.add_command(msg).ignore();
+            pipe.add_command(arrival).ignore();
+            if any_ready {
+                pipe.add_command(ready).ignore();
+            }
+            if any_delayed {
+                pipe.add_command(delayed).ignore();
+            }
+            pipe.add_command(dedup).ignore();
+            pipe.cmd("EXEC");
+        }
+        let mut conn = self.conn.clone();
+        let execs: Vec<Value> = pipe
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| redis_err("appending", e))?;
+        let mut out = vec![None; messages.len()];
+        for (c, exec) in execs.iter().enumerate() {
+            let items = check_exec(exec)?;
+            let Some(Value::Array(dups)) = items.last() else {
+                return Err(Error::corrupt("the append script answered no list"));
+            };
+            for pair in dups.chunks(2) {
+                let (Some(Value::Int(pos)), Some(Value::BulkString(id))) =
+                    (pair.first(), pair.get(1))
+                else {
+                    return Err(Error::corrupt(format!("unexpected append result {pair:?}")));
+                };
+                let existing = std::str::from_utf8(id)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| Error::corrupt("a queued id is not a number"))?;
+                let at = usize::try_from(*pos)
+                    .ok()
+                    .and_then(|p| p.checked_sub(1))
+                    .map(|p| c * chunk + p)
+                    .filter(|&i| i < out.len())
+                    .ok_or_else(|| Error::corrupt("a duplicate's position is out of range"))?;
+                out[at] = Some(MessageId(existing));
+            }
+        }
+        Ok(out)
+    }
+
+    /// See [`Queue::lease`](crate::Queue::lease). At most [`MAX_LEASE`] per call. Two round
+    /// trips: the lease script (which returns ids), then one `HMGET` of the records — a
+    /// record acked meanwhile by someone else is skipped (it was delivered).
+    pub async fn lease(&self, max: usize) -> Result<Vec<Lease>> {
+        let now = self.now();
+        let expires_at = now.saturating_add(self.config.options.lease_timeout);
+        let mut inv = self.invocation(&self.scripts.lease);
+        inv.arg(now.as_millis())
+            .arg(max.min(MAX_LEASE))
+            .arg(&self.config.options.consumer)
+            .arg(expires_at.as_millis())
+            .arg(&now.as_millis().to_be_bytes()[..])
+            .arg(crate::LEASE_EXPIRED);
+        let values: Vec<Value> = self.run("leasing", &inv).await?;
+        let (token, ids) = match values.as_slice() {
+            [] => return Ok(Vec::new()),
+            [Value::Int(t), Value::Array(ids)] => (*t, ids),
+            _ => return Err(Error::corrupt("unexpected answer of the lease script")),
+        };
+        let token =
+            LeaseToken(u64::try_from(token).map_err(|_| Error::corrupt("negative lease token"))?);
+        let mut get = redis::cmd("HMGET");
+        get.arg(self.keys.msg());
+        for id in ids {
+            let Value::BulkString(id) = id else {
+                return Err(Error::corrupt("a leased id is not a string"));
+            };
+            get.arg(id);
+        }
+        let mut conn = self.conn.clone();
+        let records: Vec<Option<Vec<u8>>> = get
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| redis_err("reading leased messages", e))?;
+        records
+            .into_iter()
+            .flatten()
+            .map(|rec| {
+                Ok(Lease {
+                    message: record::decode(&rec)?,
+                    token,
+                    expires_at,
+                })
+            })
+            .collect()
+    }
+
+    /// See [`Queue::ack`](crate::Queue::ack).
+    pub async fn ack(&self, ids: &[MessageId]) -> Result<u64> {
+        let mut seen = std::collections::HashSet::with_capacity(ids.len());
+        let ids: Vec<MessageId> = ids.iter().copied().filter(|id| seen.insert(*id)).collect();
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        // One script call per chunk, all pipelined in one round trip.
+        let mut pipe = redis::pipe();
+        for chunk in ids.chunks(MAX_LEASE) {
+            let mut inv = self.invocation(&self.scripts.ack);
+            for id in chunk {
+                inv.arg(id.0);
+            }
+            pipe.add_command(inv);
+        }
+        let counts: Vec<u64> = self.run_pipe("acknowledging", &pipe).await?;
+        Ok(counts.iter().sum())
+    }
+
+    /// See [`Queue::replay`](crate::Queue::replay).
+    pub async fn replay(&self, selection: &Selection) -> Result<Replayed> {
+        let now = self.now();
+        let mut out = Replayed::default();
+        let mut after = None;
+        loop {
+            let page = self.dead_letters(after, self.config.chunk).await?;
+            let Some(last) = page.last() else { break };
+            after = Some(last.message.id);
+            let revived: Vec<Stored> = page
+                .into_iter()
+                .filter(|d| selection.contains(d.message.id))
+                .map(|d| Stored::of(&crate::revived(d.message, now)))
+                .collect();
+            let mut pipe = redis::pipe();
+            for chunk in revived.chunks(chunk_size(self.config.chunk)) {
+                let mut inv = self.invocation(&self.scripts.replay);
+                inv.arg(now.as_millis());
+                for m in chunk {
+                    inv.arg(&m.id)
+                        .arg(&m.hash.0[..])
+                        .arg(&m.member)
+                        .arg(m.retry_at.as_millis())
+                        .arg(&m.record);
+                }
+                pipe.add_command(inv);
+            }
+            let results: Vec<Vec<String>> = self.run_pipe("replaying", &pipe).await?;
+            for r in results.iter().flatten() {
+                match r.chars().next() {
+                    Some('n') => out.replayed += 1,
+                    Some('d') => out.duplicates += 1,
+                    Some('g') => {}
+                    _ => return Err(Error::corrupt(format!("unexpected replay result {r:?}"))),
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_sort_in_delivery_order() {
+        let h = PayloadHash::of(b"x");
+        let t = Timestamp::from_millis;
+        let ordered = [
+            member(9, t(5), MessageId(300), &h),
+            member(9, t(6), MessageId(2), &h),
+            member(1, t(1), MessageId(1), &h),
+            member(1, t(1), MessageId(256), &h),
+            member(0, t(0), MessageId(0), &h),
+        ];
+        let mut sorted = ordered.clone();
+        sorted.sort();
+        assert_eq!(sorted, ordered);
+        // The scripts read the hash at 18..49 and the decimal id from 50 (1-based).
+        let m = &ordered[0];
+        assert_eq!(&m[17..49], &h.0[..]);
+        assert_eq!(&m[49..], b"300");
+    }
+}
