@@ -519,19 +519,23 @@ pub(super) async fn run_attempt(
     // An attempt timeout too large to represent as an instant bounds nothing.
     let attempt_end = attempt_timeout.and_then(|t| attempt_start.checked_add(t));
     let deadline_first = deadline.filter(|d| attempt_end.is_none_or(|a| *d <= a));
-    let outcome: Option<Option<Result<RawResponse, SendError>>> =
+    let bounded = async {
         match deadline_first.or(attempt_end) {
-            Some(at) => match tokio::time::timeout_at(at, send)
-                .instrument(span.clone())
-                .await
-            {
+            Some(at) => match tokio::time::timeout_at(at, send).await {
                 Ok(r) => Some(Some(r)),
                 // The deadline passed: the request ends, its node is not judged.
                 Err(_) if deadline_first.is_some() => None,
                 Err(_) => Some(None),
             },
-            None => Some(Some(send.instrument(span.clone()).await)),
-        };
+            None => Some(Some(send.await)),
+        }
+    };
+    // Entering a span nobody listens to is skipped (the common case has no subscriber).
+    let outcome: Option<Option<Result<RawResponse, SendError>>> = if span.is_disabled() {
+        bounded.await
+    } else {
+        bounded.instrument(span.clone()).await
+    };
     let end = Instant::now();
     let elapsed = end.saturating_duration_since(attempt_start);
     let ended = match &outcome {
