@@ -71,7 +71,13 @@ pub(super) fn build_http(
     query: &str,
 ) -> Result<http::Request<Full<Bytes>>, Error> {
     let uri = node.uri(request.sent_path(), query)?;
-    let mut headers = inner.headers.clone();
+    // Sized for the headers hyper adds (`host`, `content-length`): a clone of the
+    // defaults would be full, and hyper's first insert would reallocate it.
+    let mut headers =
+        http::HeaderMap::with_capacity(inner.headers.len() + request.headers.len() + 2);
+    for (k, v) in inner.headers.iter() {
+        headers.append(k, v.clone());
+    }
     for (k, v) in request.headers.iter() {
         headers.insert(k, v.clone());
     }
