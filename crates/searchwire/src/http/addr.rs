@@ -109,7 +109,7 @@ pub struct NodeAddr {
     /// `scheme://host:port` already parsed, so building an attempt's URI parses only its
     /// path and query (`None` if the origin does not parse: then [`NodeAddr::uri`] parses
     /// the whole string, as before, and reports the error).
-    origin: Option<(http::uri::Scheme, http::uri::Authority)>,
+    origin: Option<Origin>,
     /// This node's keep-alive connection pool, created on first use by the connector and
     /// dropped by `Connector::reset`. Lives with the address so the send path needs no
     /// shared map and no lock.
@@ -233,6 +233,12 @@ impl NodeAddr {
         }
     }
 
+    /// The `Host` header of a request to this node, exactly as hyper would add it (made
+    /// once, so hyper finds it set and formats none per request).
+    pub(crate) fn host_header(&self) -> Option<&http::HeaderValue> {
+        self.origin.as_ref().and_then(|o| o.host.as_ref())
+    }
+
     /// `http` or `https`.
     pub fn scheme(&self) -> &str {
         &self.scheme
@@ -266,7 +272,10 @@ impl NodeAddr {
     /// The full URI for a path and an already-encoded query string.
     pub(crate) fn uri(&self, path: &str, query: &str) -> Result<http::Uri, Error> {
         // The hot path: the origin is parsed once; only the path and query are parsed here.
-        if let Some((scheme, authority)) = &self.origin {
+        if let Some(Origin {
+            scheme, authority, ..
+        }) = &self.origin
+        {
             if path.starts_with('/') {
                 let mut s = String::with_capacity(self.prefix.len() + path.len() + query.len() + 1);
                 s.push_str(&self.prefix);
@@ -302,15 +311,45 @@ fn push_path_and_query(s: &mut String, path: &str, query: &str) {
     }
 }
 
-/// `scheme://host:port` as URI parts, parsed once per address.
-fn parse_origin(
-    scheme: &str,
-    host: &str,
-    port: u16,
-) -> Option<(http::uri::Scheme, http::uri::Authority)> {
+/// `scheme://host:port` as URI parts, parsed once per address, and the `Host` header a
+/// request to it carries.
+#[derive(Clone)]
+struct Origin {
+    scheme: http::uri::Scheme,
+    authority: http::uri::Authority,
+    host: Option<http::HeaderValue>,
+}
+
+fn parse_origin(scheme: &str, host: &str, port: u16) -> Option<Origin> {
     let scheme = http::uri::Scheme::try_from(scheme).ok()?;
     let authority = http::uri::Authority::try_from(format!("{host}:{port}")).ok()?;
-    Some((scheme, authority))
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(scheme.clone());
+    parts.authority = Some(authority.clone());
+    parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+    let host = http::Uri::from_parts(parts)
+        .ok()
+        .and_then(|u| host_header(&u));
+    Some(Origin {
+        scheme,
+        authority,
+        host,
+    })
+}
+
+/// The Host header hyper would send: the authority without userinfo, the port left out
+/// when it is the scheme's default.
+pub(crate) fn host_header(uri: &http::Uri) -> Option<http::HeaderValue> {
+    let host = uri.host()?;
+    let default = match uri.scheme_str() {
+        Some("https") => 443,
+        _ => 80,
+    };
+    let value = match uri.port_u16() {
+        Some(p) if p != default => format!("{host}:{p}"),
+        _ => host.to_string(),
+    };
+    http::HeaderValue::from_str(&value).ok()
 }
 
 impl fmt::Display for NodeAddr {
@@ -484,6 +523,22 @@ mod tests {
         assert_eq!(base64_encode(b"a"), "YQ==");
         assert_eq!(base64_encode(b"ab"), "YWI=");
         assert_eq!(base64_encode(b""), "");
+    }
+
+    #[test]
+    fn the_host_header_is_what_hyper_would_add() {
+        // hyper-util: the URI's host, with the port unless it is the scheme's default.
+        for (url, host) in [
+            ("http://127.0.0.1:9200", "127.0.0.1:9200"),
+            ("http://h", "h:9200"),
+            ("http://h:80/p", "h"),
+            ("https://h:443", "h"),
+            ("https://h:80", "h:80"),
+            ("https://[::1]:9200/a", "[::1]:9200"),
+        ] {
+            let (a, _) = NodeAddr::parse(url).unwrap();
+            assert_eq!(a.host_header().unwrap(), host, "{url}");
+        }
     }
 
     #[test]

@@ -71,12 +71,17 @@ pub(super) fn build_http(
     query: &str,
 ) -> Result<http::Request<Full<Bytes>>, Error> {
     let uri = node.uri(request.sent_path(), query)?;
-    // Sized for the headers hyper adds (`host`, `content-length`): a clone of the
-    // defaults would be full, and hyper's first insert would reallocate it.
+    // Sized for the headers hyper may add (`content-length`): a clone of the defaults
+    // would be full, and hyper's first insert would reallocate it.
     let mut headers =
-        http::HeaderMap::with_capacity(inner.headers.len() + request.headers.len() + 2);
+        http::HeaderMap::with_capacity(inner.headers.len() + request.headers.len() + 3);
+    // The `Host` header hyper would add, made once per node; a default or the request's
+    // own `Host` replaces it, as hyper leaves a set one alone.
+    if let Some(host) = node.host_header() {
+        headers.insert(http::header::HOST, host.clone());
+    }
     for (k, v) in inner.headers.iter() {
-        headers.append(k, v.clone());
+        headers.insert(k, v.clone());
     }
     for (k, v) in request.headers.iter() {
         headers.insert(k, v.clone());
