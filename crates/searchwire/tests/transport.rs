@@ -379,7 +379,7 @@ async fn redirects_are_never_followed() {
 async fn the_host_header_is_sent_once_and_a_request_may_replace_it() {
     let cluster = FakeCluster::start(1).await.unwrap();
     let url = cluster.node(0).url();
-    let client = client_for(&[url.clone()]).build().unwrap();
+    let client = client_for(std::slice::from_ref(&url)).build().unwrap();
     client.get("/").await.unwrap();
     let own = Request::get("/x").header("host", "example.org");
     client.send(own).await.unwrap();
