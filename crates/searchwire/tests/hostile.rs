@@ -257,3 +257,20 @@ async fn a_post_is_delivered_once_when_the_server_resets_after_reading_it() {
     assert_eq!(e.attempts().len(), 1, "never repeated: {e}");
     assert_eq!(delivered.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn a_body_in_several_chunks_with_trailers_arrives_whole() {
+    let (url, _) = hostile(|mut c| {
+        Box::pin(async move {
+            let _ = c
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n\
+                      3\r\nabc\r\n1\r\nd\r\n4\r\nefgh\r\n0\r\nx-t: 1\r\n\r\n",
+                )
+                .await;
+        })
+    })
+    .await;
+    let resp = client(&url).send(Request::get("/x")).await.unwrap();
+    assert_eq!(&resp.body()[..], b"abcdefgh");
+}

@@ -374,3 +374,25 @@ async fn redirects_are_never_followed() {
         "nothing went to the redirect target"
     );
 }
+
+#[tokio::test]
+async fn the_host_header_is_sent_once_and_a_request_may_replace_it() {
+    let cluster = FakeCluster::start(1).await.unwrap();
+    let url = cluster.node(0).url();
+    let client = client_for(std::slice::from_ref(&url)).build().unwrap();
+    client.get("/").await.unwrap();
+    let own = Request::get("/x").header("host", "example.org");
+    client.send(own).await.unwrap();
+    let seen = cluster.node(0).requests();
+    let hosts = |i: usize| -> Vec<&str> {
+        seen[i]
+            .headers
+            .iter()
+            .filter(|(k, _)| k == "host")
+            .map(|(_, v)| v.as_str())
+            .collect()
+    };
+    let authority = url.trim_start_matches("http://");
+    assert_eq!(hosts(0), vec![authority], "the node's host:port, once");
+    assert_eq!(hosts(1), vec!["example.org"], "the request's own, once");
+}

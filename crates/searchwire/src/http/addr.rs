@@ -109,7 +109,7 @@ pub struct NodeAddr {
     /// `scheme://host:port` already parsed, so building an attempt's URI parses only its
     /// path and query (`None` if the origin does not parse: then [`NodeAddr::uri`] parses
     /// the whole string, as before, and reports the error).
-    origin: Option<(http::uri::Scheme, http::uri::Authority)>,
+    origin: Option<std::sync::Arc<Origin>>,
     /// This node's keep-alive connection pool, created on first use by the connector and
     /// dropped by `Connector::reset`. Lives with the address so the send path needs no
     /// shared map and no lock.
@@ -233,6 +233,12 @@ impl NodeAddr {
         }
     }
 
+    /// The `Host` header of a request to this node, exactly as hyper would add it (made
+    /// once, so hyper finds it set and formats none per request).
+    pub(crate) fn host_header(&self) -> Option<&http::HeaderValue> {
+        self.origin.as_ref().and_then(|o| o.host.as_ref())
+    }
+
     /// `http` or `https`.
     pub fn scheme(&self) -> &str {
         &self.scheme
@@ -265,18 +271,27 @@ impl NodeAddr {
 
     /// The full URI for a path and an already-encoded query string.
     pub(crate) fn uri(&self, path: &str, query: &str) -> Result<http::Uri, Error> {
-        // The hot path: the origin is parsed once; only the path and query are parsed here.
-        if let Some((scheme, authority)) = &self.origin {
+        // The hot path: the origin is parsed once; the last URI built for this node is
+        // reused when the same path and query come again (most traffic repeats a few
+        // paths); otherwise only the path and query are parsed here.
+        if let Some(origin) = &self.origin {
             if path.starts_with('/') {
-                let mut s = String::with_capacity(self.prefix.len() + path.len() + query.len() + 1);
+                if let Some(uri) = origin.cached(&self.prefix, path, query) {
+                    return Ok(uri);
+                }
+                let sep = usize::from(!query.is_empty());
+                // Exact capacity: the bytes are then taken over without a second allocation.
+                let mut s =
+                    String::with_capacity(self.prefix.len() + path.len() + sep + query.len());
                 s.push_str(&self.prefix);
                 push_path_and_query(&mut s, path, query);
                 if let Ok(pq) = http::uri::PathAndQuery::from_maybe_shared(Bytes::from(s)) {
                     let mut parts = http::uri::Parts::default();
-                    parts.scheme = Some(scheme.clone());
-                    parts.authority = Some(authority.clone());
+                    parts.scheme = Some(origin.scheme.clone());
+                    parts.authority = Some(origin.authority.clone());
                     parts.path_and_query = Some(pq);
                     if let Ok(uri) = http::Uri::from_parts(parts) {
+                        origin.remember(&uri);
                         return Ok(uri);
                     }
                 }
@@ -302,15 +317,77 @@ fn push_path_and_query(s: &mut String, path: &str, query: &str) {
     }
 }
 
-/// `scheme://host:port` as URI parts, parsed once per address.
-fn parse_origin(
-    scheme: &str,
-    host: &str,
-    port: u16,
-) -> Option<(http::uri::Scheme, http::uri::Authority)> {
+/// `scheme://host:port` as URI parts, parsed once per address, the `Host` header a
+/// request to it carries, and the last URI built for it.
+struct Origin {
+    scheme: http::uri::Scheme,
+    authority: http::uri::Authority,
+    host: Option<http::HeaderValue>,
+    /// The last URI [`NodeAddr::uri`] built on the hot path. Only ever `try_lock`ed: a
+    /// request that finds it busy builds its URI instead of waiting.
+    last: std::sync::Mutex<Option<http::Uri>>,
+}
+
+impl Origin {
+    /// The last URI built, when its path and query are exactly `prefix` + `path` (+ `?` or
+    /// `&` + `query`), i.e. the string a new one would be parsed from.
+    fn cached(&self, prefix: &str, path: &str, query: &str) -> Option<http::Uri> {
+        let last = self.last.try_lock().ok()?;
+        let uri = last.as_ref()?;
+        let rest = uri
+            .path_and_query()?
+            .as_str()
+            .strip_prefix(prefix)?
+            .strip_prefix(path)?;
+        let same = if query.is_empty() {
+            rest.is_empty()
+        } else {
+            let sep = if path.contains('?') { '&' } else { '?' };
+            rest.strip_prefix(sep) == Some(query)
+        };
+        same.then(|| uri.clone())
+    }
+
+    /// Keeps `uri` for the next request with the same path and query (skipped when
+    /// another request holds the slot).
+    fn remember(&self, uri: &http::Uri) {
+        if let Ok(mut last) = self.last.try_lock() {
+            *last = Some(uri.clone());
+        }
+    }
+}
+
+fn parse_origin(scheme: &str, host: &str, port: u16) -> Option<std::sync::Arc<Origin>> {
     let scheme = http::uri::Scheme::try_from(scheme).ok()?;
     let authority = http::uri::Authority::try_from(format!("{host}:{port}")).ok()?;
-    Some((scheme, authority))
+    let mut parts = http::uri::Parts::default();
+    parts.scheme = Some(scheme.clone());
+    parts.authority = Some(authority.clone());
+    parts.path_and_query = Some(http::uri::PathAndQuery::from_static("/"));
+    let host = http::Uri::from_parts(parts)
+        .ok()
+        .and_then(|u| host_header(&u));
+    Some(std::sync::Arc::new(Origin {
+        scheme,
+        authority,
+        host,
+        last: std::sync::Mutex::new(None),
+    }))
+}
+
+/// The Host header hyper would send: the authority without userinfo, the port left out
+/// when it is the scheme's default.
+pub(crate) fn host_header(uri: &http::Uri) -> Option<http::HeaderValue> {
+    let host = uri.host()?;
+    let default = match uri.scheme_str() {
+        Some("https") => 443,
+        _ => 80,
+    };
+    let value = match uri.port_u16() {
+        Some(p) if p != default => format!("{host}:{p}"),
+        _ => host.to_string(),
+    };
+    http::HeaderValue::from_str(&value).ok()
 }
 
 impl fmt::Display for NodeAddr {
@@ -487,6 +564,22 @@ mod tests {
     }
 
     #[test]
+    fn the_host_header_is_what_hyper_would_add() {
+        // hyper-util: the URI's host, with the port unless it is the scheme's default.
+        for (url, host) in [
+            ("http://127.0.0.1:9200", "127.0.0.1:9200"),
+            ("http://h", "h:9200"),
+            ("http://h:80/p", "h"),
+            ("https://h:443", "h"),
+            ("https://h:80", "h:80"),
+            ("https://[::1]:9200/a", "[::1]:9200"),
+        ] {
+            let (a, _) = NodeAddr::parse(url).unwrap();
+            assert_eq!(a.host_header().unwrap(), host, "{url}");
+        }
+    }
+
+    #[test]
     fn uri_from_parsed_origin_equals_the_whole_string_parsed() {
         for url in [
             "http://h:1",
@@ -524,6 +617,40 @@ mod tests {
             // Not a path: the old way, with its error.
             assert!(a.uri("/bad path", "").is_err());
         }
+    }
+
+    #[test]
+    fn the_last_uri_is_reused_only_for_the_same_path_and_query() {
+        let (a, _) = NodeAddr::parse("http://h:1/p").unwrap();
+        let first = a.uri("/i/_search", "q=x").unwrap();
+        // A repeat is the cached URI (the same bytes, not a new parse).
+        let again = a.uri("/i/_search", "q=x").unwrap();
+        assert_eq!(again, first);
+        assert_eq!(
+            again.path_and_query().unwrap().as_str().as_ptr(),
+            first.path_and_query().unwrap().as_str().as_ptr()
+        );
+        // Anything that differs, even where the joined strings overlap, is built afresh
+        // and equals the whole string parsed.
+        for (path, query, want) in [
+            ("/i/_search", "", "http://h:1/p/i/_search"),
+            ("/i/_search", "q=xy", "http://h:1/p/i/_search?q=xy"),
+            ("/i/_search", "q=", "http://h:1/p/i/_search?q="),
+            ("/i/_searc", "q=x", "http://h:1/p/i/_searc?q=x"),
+            ("/i/_search?q=x", "", "http://h:1/p/i/_search?q=x"),
+            ("/i/_search?a", "q=x", "http://h:1/p/i/_search?a&q=x"),
+            ("/i/_search?a", "q=x", "http://h:1/p/i/_search?a&q=x"),
+            ("/i/_search", "q=x", "http://h:1/p/i/_search?q=x"),
+        ] {
+            let uri = a.uri(path, query).unwrap();
+            assert_eq!(uri.to_string(), want, "{path} {query}");
+            assert_eq!(uri, want.parse::<http::Uri>().unwrap(), "{path} {query}");
+        }
+        // Clones share the node's cache; a bad path is still rejected after a hit.
+        let b = a.clone();
+        let from_clone = b.uri("/i/_search", "q=x").unwrap();
+        assert_eq!(from_clone.to_string(), "http://h:1/p/i/_search?q=x");
+        assert!(b.uri("/bad path", "").is_err());
     }
 
     #[test]

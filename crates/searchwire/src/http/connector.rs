@@ -235,20 +235,38 @@ impl Connector for HyperConnector {
             // Reading the body is part of the attempt: a body that stalls half-way is a
             // timeout, one that breaks off is a reset, one that outgrows the limit is
             // abandoned (dropping it closes the connection).
-            let body = http_body_util::Limited::new(body, max)
-                .collect()
-                .await
-                .map_err(|e| {
-                    if e.is::<http_body_util::LengthLimitError>() {
-                        too_large("the response body grew".to_string())
-                    } else {
-                        SendError {
-                            kind: OutcomeKind::Reset,
-                            source: e,
-                        }
+            let to_send_error = |e: Box<dyn std::error::Error + Send + Sync>| {
+                if e.is::<http_body_util::LengthLimitError>() {
+                    too_large("the response body grew".to_string())
+                } else {
+                    SendError {
+                        kind: OutcomeKind::Reset,
+                        source: e,
                     }
-                })?
-                .to_bytes();
+                }
+            };
+            // Frame by frame rather than `collect`: a body that arrives as one chunk (the
+            // usual case) is kept as it came, without a buffer list; more chunks are
+            // joined. Trailers are not used.
+            let mut frames = std::pin::pin!(http_body_util::Limited::new(body, max));
+            let mut first = Bytes::new();
+            let mut joined: Option<bytes::BytesMut> = None;
+            while let Some(frame) = frames.frame().await {
+                let Ok(data) = frame.map_err(to_send_error)?.into_data() else {
+                    continue;
+                };
+                if let Some(all) = joined.as_mut() {
+                    all.extend_from_slice(&data);
+                } else if first.is_empty() {
+                    first = data;
+                } else if !data.is_empty() {
+                    let mut all = bytes::BytesMut::with_capacity(first.len() + data.len());
+                    all.extend_from_slice(&first);
+                    all.extend_from_slice(&data);
+                    joined = Some(all);
+                }
+            }
+            let body = joined.map_or(first, bytes::BytesMut::freeze);
             Ok(RawResponse {
                 status: parts.status,
                 headers: parts.headers,

@@ -271,7 +271,7 @@ impl AwsSigV4 {
         };
         // The signature covers the Host header; set it as hyper would send it, so what is
         // signed is what goes on the wire.
-        if let Some(host) = host_header(req.uri()) {
+        if let Some(host) = crate::http::addr::host_header(req.uri()) {
             req.headers_mut().insert(http::header::HOST, host);
         }
         if let Some(uri) = canonical_query_uri(req.uri()) {
@@ -354,21 +354,6 @@ fn parse_spec(spec: &str) -> Result<(String, String), Error> {
 /// At most 40 characters of a bad value, for its error (`{:?}` escapes control characters).
 fn shown(s: &str) -> String {
     s.chars().take(40).collect()
-}
-
-/// The Host header hyper would send: the authority without userinfo, the port left out
-/// when it is the scheme's default.
-fn host_header(uri: &http::Uri) -> Option<http::HeaderValue> {
-    let host = uri.host()?;
-    let default = match uri.scheme_str() {
-        Some("https") => 443,
-        _ => 80,
-    };
-    let value = match uri.port_u16() {
-        Some(p) if p != default => format!("{host}:{p}"),
-        _ => host.to_string(),
-    };
-    http::HeaderValue::from_str(&value).ok()
 }
 
 /// Bytes a SigV4 canonical query leaves as they are: RFC 3986's unreserved characters.
@@ -506,7 +491,7 @@ mod tests {
 
     #[test]
     fn default_ports_are_left_out_of_the_host_header() {
-        let h = |u: &str| host_header(&u.parse().unwrap()).unwrap();
+        let h = |u: &str| crate::http::addr::host_header(&u.parse().unwrap()).unwrap();
         assert_eq!(
             h("https://search-x.eu-west-1.es.amazonaws.com:443/"),
             "search-x.eu-west-1.es.amazonaws.com"

@@ -12,7 +12,26 @@ pub struct Response {
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
     pub(crate) node: std::sync::Arc<str>,
-    pub(crate) attempts: Vec<Attempt>,
+    pub(crate) attempts: Attempts,
+}
+
+/// A response's attempts: the common single attempt inline (no allocation), more in a
+/// vector.
+#[derive(Clone)]
+pub(crate) enum Attempts {
+    /// The request's first attempt answered.
+    One(Attempt),
+    /// Every attempt, in order.
+    Many(Vec<Attempt>),
+}
+
+impl Attempts {
+    fn as_slice(&self) -> &[Attempt] {
+        match self {
+            Attempts::One(a) => std::slice::from_ref(a),
+            Attempts::Many(v) => v,
+        }
+    }
 }
 
 impl Response {
@@ -55,7 +74,7 @@ impl Response {
 
     /// Every attempt made for this request, the last one being this response.
     pub fn attempts(&self) -> &[Attempt] {
-        &self.attempts
+        self.attempts.as_slice()
     }
 }
 
@@ -65,7 +84,7 @@ impl std::fmt::Debug for Response {
             .field("status", &self.status)
             .field("node", &self.node)
             .field("body_len", &self.body.len())
-            .field("attempts", &self.attempts.len())
+            .field("attempts", &self.attempts.as_slice().len())
             .finish()
     }
 }

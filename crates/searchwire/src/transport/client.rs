@@ -195,9 +195,13 @@ impl Client {
             }
         }
         let started = Instant::now();
-        let result = crate::transport::run::execute(&self.inner, &request, id, started)
-            .instrument(span.clone())
-            .await;
+        let execute = crate::transport::run::execute(&self.inner, &request, id, started);
+        // Entering a span nobody listens to is skipped (the common case has no subscriber).
+        let result = if span.is_disabled() {
+            execute.await
+        } else {
+            execute.instrument(span.clone()).await
+        };
         let (status, attempts, error) = match &result {
             Ok(r) => (Some(r.status()), r.attempts().len(), None),
             Err(e) => (e.status(), e.attempts().len(), Some(e.kind())),

@@ -6,7 +6,7 @@ use crate::classify::OutcomeKind;
 use crate::classify::{error_reason, Rejection};
 use crate::message::error::{Attempt, Error, ErrorKind};
 use crate::message::request::Request;
-use crate::message::response::Response;
+use crate::message::response::{Attempts, Response};
 use crate::nodes::pool::PoolNode;
 use crate::policy::retry::NoRetry;
 use crate::transport::run::AttemptResult;
@@ -163,7 +163,7 @@ pub(super) fn final_error(
             headers: raw.headers,
             body: raw.body,
             node: node.addr.shared(),
-            attempts: Vec::new(),
+            attempts: Attempts::Many(Vec::new()),
         });
     }
     err

@@ -4,16 +4,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use http::StatusCode;
 use http_body_util::Full;
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::classify::{self, Ended, Outcome, OutcomeKind, Rejection};
 use crate::http::addr::NodeAddr;
-use crate::http::connector::RawResponse;
+use crate::http::connector::{RawResponse, SendError, SendFuture};
 use crate::message::error::{Attempt, AttemptTimedOut, BoxError, Error, ErrorKind};
 use crate::message::request::{Deadline, Request};
-use crate::message::response::Response;
+use crate::message::response::{Attempts, Response};
 use crate::nodes::pool::PoolNode;
 use crate::observe::context::RetryId;
 use crate::observe::{AttemptEvent, BreakerEvent, DenyReason, RetryDeniedEvent, RetryEvent};
@@ -70,7 +71,18 @@ pub(super) fn build_http(
     query: &str,
 ) -> Result<http::Request<Full<Bytes>>, Error> {
     let uri = node.uri(request.sent_path(), query)?;
-    let mut headers = inner.headers.clone();
+    // Sized for the headers hyper may add (`content-length`): a clone of the defaults
+    // would be full, and hyper's first insert would reallocate it.
+    let mut headers =
+        http::HeaderMap::with_capacity(inner.headers.len() + request.headers.len() + 3);
+    // The `Host` header hyper would add, made once per node; a default or the request's
+    // own `Host` replaces it, as hyper leaves a set one alone.
+    if let Some(host) = node.host_header() {
+        headers.insert(http::header::HOST, host.clone());
+    }
+    for (k, v) in inner.headers.iter() {
+        headers.insert(k, v.clone());
+    }
     for (k, v) in request.headers.iter() {
         headers.insert(k, v.clone());
     }
@@ -82,7 +94,23 @@ pub(super) fn build_http(
     Ok(req)
 }
 
+/// What every attempt of one request shares, computed once before the first.
+struct Run<'a> {
+    inner: &'a Arc<Inner>,
+    request: &'a Request,
+    request_id: RetryId,
+    start: Instant,
+    deadline: Option<Instant>,
+    attempt_timeout: Option<Duration>,
+    query: String,
+}
+
 /// The attempt loop of one request (see `docs/ARCHITECTURE.md`, "The request flow").
+///
+/// The first attempt runs inline and a success returns from here; anything else — a
+/// failed or timed-out first attempt, the retries, their backoff and liveness checks —
+/// continues in [`Run::settle_and_retry`], boxed, so this future (moved on every request)
+/// holds only what the first attempt needs.
 pub(super) async fn execute(
     inner: &Arc<Inner>,
     request: &Request,
@@ -90,79 +118,133 @@ pub(super) async fn execute(
     start: Instant,
 ) -> Result<Response, Error> {
     let deadline = effective_deadline(inner, request, start);
-    let attempt_timeout = request.attempt_timeout.or(inner.attempt_timeout);
-    let query = encode_query(&request.query);
-    let mut attempts: Vec<Attempt> = Vec::new();
-    // Nodes already tried by this request, so retries prefer other nodes. Inline (no
-    // allocation on the hot path); past 8 attempts older entries are forgotten, which
-    // only means a retry may revisit a node.
-    let mut tried = [0usize; 8];
-    let mut plan = RetryState {
-        idempotent: request.is_idempotent(),
-        prev_delay: Duration::ZERO,
-        class_retries: Vec::new(),
-    };
-    // The breaker's admission of the next attempt: asked once per attempt — before the
-    // first, and for each retry before its backoff is slept (see `policy::plan`).
-    let mut admitted: Option<Option<ProbeSlot<'_>>> = None;
-
     if deadline.is_some_and(|d| d <= start) {
         return Err(Error::new(
             ErrorKind::DeadlineExceeded,
             "the request's deadline had already passed; nothing was sent",
         ));
     }
-
-    loop {
-        let number = attempts.len() as u32 + 1;
-        // One clock reading serves the attempt's admission, node pick and start: the
-        // first attempt's is the request's start (nothing awaited since).
-        let now = if number == 1 { start } else { Instant::now() };
-        let probe = match admitted.take() {
-            Some(probe) => probe,
-            None => match admit(inner, now) {
-                Ok(probe) => probe,
-                Err(retry_in) => {
-                    let reason = inner
-                        .breaker
-                        .as_ref()
-                        .map(|b| b.reason())
-                        .unwrap_or_default();
-                    return Err(circuit_open_error(request, &reason, retry_in));
-                }
-            },
-        };
-        if number == 1 {
-            if let Some(budget) = &inner.budget {
-                budget.deposit(now);
-            }
+    let run = Run {
+        inner,
+        request,
+        request_id,
+        start,
+        deadline,
+        attempt_timeout: request.attempt_timeout.or(inner.attempt_timeout),
+        query: encode_query(&request.query),
+    };
+    // The first attempt's clock reading is the request's start (nothing awaited since).
+    let probe = run.admit(start)?;
+    if let Some(budget) = &inner.budget {
+        budget.deposit(start);
+    }
+    let Some(node) = inner.pool.select_at(&[], start) else {
+        return Err(no_node(Vec::new()));
+    };
+    let send = run.send(&node)?;
+    let (mut result, elapsed, ended) = run.attempt(&node, send, 1, start).await;
+    if result.kind == OutcomeKind::Success {
+        if let Some(raw) = result.raw.take() {
+            let record = run.book(
+                &node,
+                probe,
+                1,
+                &result,
+                Some(raw.status),
+                elapsed,
+                ended,
+                false,
+            );
+            return Ok(Response {
+                status: raw.status,
+                headers: raw.headers,
+                body: raw.body,
+                node: node.addr.shared(),
+                attempts: Attempts::One(record),
+            });
         }
-        let seen = (number as usize - 1).min(tried.len());
-        let Some(node) = inner.pool.select_at(&tried[..seen], now) else {
-            return Err(Error::new(
-                ErrorKind::NoNodeReachable,
-                "no node reachable: no node is alive and none has ever answered",
-            )
-            .with_attempts(attempts));
-        };
-        tried[(number as usize - 1) % 8] = crate::nodes::pool::node_key(&node);
-        let http_req = build_http(inner, request, &node.addr, &query)?;
-        let (result, elapsed, ended) = run_attempt(
-            inner,
-            request,
-            request_id,
-            &node,
-            http_req,
-            Started { number, at: now },
-            attempt_timeout,
-            deadline,
+    }
+    Box::pin(run.settle_and_retry(node, probe, result, elapsed, ended)).await
+}
+
+impl<'a> Run<'a> {
+    /// The breaker's admission of an attempt at `now` (see [`admit`]); a refusal is the
+    /// request's error.
+    fn admit(&self, now: Instant) -> Result<Option<ProbeSlot<'a>>, Error> {
+        admit(self.inner, now).map_err(|retry_in| {
+            let reason = self
+                .inner
+                .breaker
+                .as_ref()
+                .map(|b| b.reason())
+                .unwrap_or_default();
+            circuit_open_error(self.request, &reason, retry_in)
+        })
+    }
+
+    /// The attempt's request, handed to the connector (which sends it once polled).
+    fn send(&self, node: &PoolNode) -> Result<SendFuture, Error> {
+        let http_req = build_http(self.inner, self.request, &node.addr, &self.query)?;
+        Ok(self.inner.connector.send(&node.addr, http_req))
+    }
+
+    /// Runs attempt `number` (see [`run_attempt`]).
+    async fn attempt(
+        &self,
+        node: &PoolNode,
+        send: SendFuture,
+        number: u32,
+        at: Instant,
+    ) -> (AttemptResult, Duration, Instant) {
+        run_attempt(
+            self.inner,
+            self.request,
+            self.request_id,
+            node,
+            send,
+            Started { number, at },
+            self.attempt_timeout,
+            self.deadline,
         )
-        .await;
-        let status = result.raw.as_ref().map(|r| r.status);
-        // A timed-out attempt makes the node suspect, not dead: a short liveness check
-        // decides between a hung node (dead, fail over) and a slow request (the node
-        // stays alive, the request fails; see docs/ARCHITECTURE.md).
-        let record = Attempt {
+        .await
+    }
+
+    /// Books a finished attempt: the breaker's record of it (at `now`), its effect on the
+    /// node's health (a slow request leaves the node alive), and its record for the
+    /// response or error.
+    #[allow(clippy::too_many_arguments)]
+    fn book(
+        &self,
+        node: &Arc<PoolNode>,
+        probe: Option<ProbeSlot<'a>>,
+        number: u32,
+        result: &AttemptResult,
+        status: Option<StatusCode>,
+        elapsed: Duration,
+        now: Instant,
+        slow_request: bool,
+    ) -> Attempt {
+        if let Some(breaker) = &self.inner.breaker {
+            let verdict = Verdict::of(result.kind);
+            let change = match probe {
+                Some(slot) => slot.record(now, verdict),
+                None => breaker.record(now, verdict, false),
+            };
+            breaker_changed(self.inner, change);
+        }
+        if slow_request {
+            crate::health::effects::apply_slow_attempt(self.inner, node);
+        } else {
+            crate::health::effects::apply_attempt(
+                self.inner,
+                node,
+                result.kind,
+                result.rejection,
+                status,
+                result.detail.as_deref(),
+            );
+        }
+        Attempt {
             number,
             node: node.addr.shared(),
             outcome: result.kind,
@@ -170,116 +252,177 @@ pub(super) async fn execute(
             elapsed,
             backoff: Duration::ZERO,
             detail: result.detail.clone(),
+        }
+    }
+
+    /// The rest of the attempt loop, from a finished attempt that was not a plain
+    /// success: settles it (a timed-out attempt's liveness check, the booking), then
+    /// retries while the policies allow, until a response or the final error.
+    async fn settle_and_retry(
+        self,
+        mut node: Arc<PoolNode>,
+        mut probe: Option<ProbeSlot<'a>>,
+        mut result: AttemptResult,
+        mut elapsed: Duration,
+        mut ended: Instant,
+    ) -> Result<Response, Error> {
+        let (inner, request, start, deadline) =
+            (self.inner, self.request, self.start, self.deadline);
+        let attempt_timeout = self.attempt_timeout;
+        let mut attempts: Vec<Attempt> = Vec::new();
+        // Nodes already tried by this request, so retries prefer other nodes. Inline (no
+        // allocation); past 8 attempts older entries are forgotten, which only means a
+        // retry may revisit a node.
+        let mut tried = [0usize; 8];
+        tried[0] = crate::nodes::pool::node_key(&node);
+        let mut plan = RetryState {
+            idempotent: request.is_idempotent(),
+            prev_delay: Duration::ZERO,
+            class_retries: Vec::new(),
         };
-        let slow_request = if result.kind == OutcomeKind::Timeout {
-            match node_answers(inner, &node, attempt_timeout, deadline).await {
-                Some(answered) => answered,
-                None => {
-                    attempts.push(record);
-                    return Err(deadline_exceeded(
-                        deadline,
-                        start,
-                        attempts,
-                        &node,
-                        "timed out and the deadline passed while its node was checked",
-                    ));
+        let mut number = 1u32;
+        loop {
+            // A timed-out attempt makes the node suspect, not dead: a short liveness check
+            // decides between a hung node (dead, fail over) and a slow request (the node
+            // stays alive, the request fails; see docs/ARCHITECTURE.md).
+            let slow_request = if result.kind == OutcomeKind::Timeout {
+                match node_answers(inner, &node, attempt_timeout, deadline).await {
+                    Some(answered) => answered,
+                    None => {
+                        attempts.push(Attempt {
+                            number,
+                            node: node.addr.shared(),
+                            outcome: result.kind,
+                            status: result.raw.as_ref().map(|r| r.status),
+                            elapsed,
+                            backoff: Duration::ZERO,
+                            detail: result.detail.clone(),
+                        });
+                        return Err(deadline_exceeded(
+                            deadline,
+                            start,
+                            attempts,
+                            &node,
+                            "timed out and the deadline passed while its node was checked",
+                        ));
+                    }
                 }
-            }
-        } else {
-            false
-        };
-        if let Some(breaker) = &inner.breaker {
-            let verdict = Verdict::of(result.kind);
-            // The attempt's end, unless a liveness check was awaited since.
+            } else {
+                false
+            };
+            // The breaker records at the attempt's end, unless a liveness check was
+            // awaited since.
             let now = if result.kind == OutcomeKind::Timeout {
                 Instant::now()
             } else {
                 ended
             };
-            let change = match probe {
-                Some(slot) => slot.record(now, verdict),
-                None => breaker.record(now, verdict, false),
-            };
-            breaker_changed(inner, change);
-        }
-        if slow_request {
-            crate::health::effects::apply_slow_attempt(inner, &node);
-        } else {
-            crate::health::effects::apply_attempt(
-                inner,
+            let status = result.raw.as_ref().map(|r| r.status);
+            let record = self.book(
                 &node,
-                result.kind,
-                result.rejection,
+                probe,
+                number,
+                &result,
                 status,
-                result.detail.as_deref(),
+                elapsed,
+                now,
+                slow_request,
             );
-        }
-        attempts.push(record);
+            attempts.push(record);
 
-        match (result.kind, result.raw) {
-            (OutcomeKind::Success, Some(raw)) => {
-                return Ok(Response {
-                    status: raw.status,
-                    headers: raw.headers,
-                    body: raw.body,
-                    node: node.addr.shared(),
-                    attempts,
-                });
-            }
-            (OutcomeKind::Cancelled, _) => {
-                return Err(deadline_exceeded(
-                    deadline,
-                    start,
-                    attempts,
-                    &node,
-                    "was cancelled",
-                ));
-            }
-            (OutcomeKind::Timeout, None) if slow_request => {
-                let result = AttemptResult {
-                    kind: OutcomeKind::Timeout,
-                    rejection: None,
-                    raw: None,
-                    detail: result.detail,
-                    source: result.source,
-                };
-                return Err(slow_request_error(
-                    request,
-                    &node,
-                    result,
-                    attempts,
-                    attempt_timeout.unwrap_or_default(),
-                ));
-            }
-            (kind, raw) => {
-                let result = AttemptResult {
-                    kind,
-                    rejection: result.rejection,
-                    raw,
-                    detail: result.detail,
-                    source: result.source,
-                };
-                let seen = (number as usize).min(tried.len());
-                let elsewhere = inner.pool.has_free_untried(&tried[..seen], Instant::now());
-                let (delay, probe) = match plan_retry(
-                    inner, request, request_id, &node, &result, number, deadline, &mut plan,
-                    elsewhere,
-                ) {
-                    Ok(next) => next,
-                    Err((why, note)) => {
-                        return Err(final_error(request, &node, result, attempts, why, note));
+            match (result.kind, result.raw) {
+                (OutcomeKind::Success, Some(raw)) => {
+                    return Ok(Response {
+                        status: raw.status,
+                        headers: raw.headers,
+                        body: raw.body,
+                        node: node.addr.shared(),
+                        attempts: Attempts::Many(attempts),
+                    });
+                }
+                (OutcomeKind::Cancelled, _) => {
+                    return Err(deadline_exceeded(
+                        deadline,
+                        start,
+                        attempts,
+                        &node,
+                        "was cancelled",
+                    ));
+                }
+                (OutcomeKind::Timeout, None) if slow_request => {
+                    let result = AttemptResult {
+                        kind: OutcomeKind::Timeout,
+                        rejection: None,
+                        raw: None,
+                        detail: result.detail,
+                        source: result.source,
+                    };
+                    return Err(slow_request_error(
+                        request,
+                        &node,
+                        result,
+                        attempts,
+                        attempt_timeout.unwrap_or_default(),
+                    ));
+                }
+                (kind, raw) => {
+                    let failed = AttemptResult {
+                        kind,
+                        rejection: result.rejection,
+                        raw,
+                        detail: result.detail,
+                        source: result.source,
+                    };
+                    let seen = (number as usize).min(tried.len());
+                    let elsewhere = inner.pool.has_free_untried(&tried[..seen], Instant::now());
+                    let (delay, next_probe) = match plan_retry(
+                        inner,
+                        request,
+                        self.request_id,
+                        &node,
+                        &failed,
+                        number,
+                        deadline,
+                        &mut plan,
+                        elsewhere,
+                    ) {
+                        Ok(next) => next,
+                        Err((why, note)) => {
+                            return Err(final_error(request, &node, failed, attempts, why, note));
+                        }
+                    };
+                    if let Some(last) = attempts.last_mut() {
+                        last.backoff = delay;
                     }
-                };
-                if let Some(last) = attempts.last_mut() {
-                    last.backoff = delay;
+                    if !delay.is_zero() {
+                        tokio::time::sleep(delay).await;
+                    }
+                    probe = next_probe;
                 }
-                if !delay.is_zero() {
-                    tokio::time::sleep(delay).await;
-                }
-                admitted = Some(probe);
             }
+
+            // The next attempt: its breaker admission was asked before the backoff.
+            number += 1;
+            let now = Instant::now();
+            let seen = (number as usize - 1).min(tried.len());
+            node = match inner.pool.select_at(&tried[..seen], now) {
+                Some(node) => node,
+                None => return Err(no_node(attempts)),
+            };
+            tried[(number as usize - 1) % 8] = crate::nodes::pool::node_key(&node);
+            let send = self.send(&node)?;
+            (result, elapsed, ended) = self.attempt(&node, send, number, now).await;
         }
     }
+}
+
+/// The error when no node can take an attempt, with the `attempts` made so far.
+fn no_node(attempts: Vec<Attempt>) -> Error {
+    Error::new(
+        ErrorKind::NoNodeReachable,
+        "no node reachable: no node is alive and none has ever answered",
+    )
+    .with_attempts(attempts)
 }
 
 /// The error of a request whose deadline passed: the last attempt to `node` `what`
@@ -344,16 +487,21 @@ pub(super) struct Started {
     pub(super) at: Instant,
 }
 
-/// One attempt on `node`, started at `started.at`: sends, bounded by the attempt timeout
-/// and the deadline, classifies the outcome, and reports it (span, log, observer).
-/// Returns the classified result, how long the attempt took and when it ended.
+/// One attempt on `node`, started at `started.at`: awaits `send` (the attempt's request,
+/// handed to the connector), bounded by the attempt timeout and the deadline, classifies
+/// the outcome, and reports it (span, log, observer). Returns the classified result, how
+/// long the attempt took and when it ended.
+///
+/// One timer bounds the attempt: it fires at the earlier of the attempt's end and the
+/// deadline, and which of the two it was decides the outcome (the deadline when it comes
+/// no later than the attempt's end).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn run_attempt(
     inner: &Inner,
     request: &Request,
     request_id: RetryId,
     node: &PoolNode,
-    http_req: http::Request<Full<Bytes>>,
+    send: SendFuture,
     started: Started,
     attempt_timeout: Option<Duration>,
     deadline: Option<Instant>,
@@ -379,24 +527,26 @@ pub(super) async fn run_attempt(
     let current = tracing::Span::current();
     current.record("server.address", node.addr.host());
     current.record("server.port", node.addr.port());
-    let send = inner.connector.send(&node.addr, http_req);
     // An attempt timeout too large to represent as an instant bounds nothing.
+    let attempt_end = attempt_timeout.and_then(|t| attempt_start.checked_add(t));
+    let deadline_first = deadline.filter(|d| attempt_end.is_none_or(|a| *d <= a));
     let bounded = async {
-        match attempt_timeout.and_then(|t| attempt_start.checked_add(t)) {
-            Some(at) => tokio::time::timeout_at(at, send).await.ok(),
-            None => Some(send.await),
+        match deadline_first.or(attempt_end) {
+            Some(at) => match tokio::time::timeout_at(at, send).await {
+                Ok(r) => Some(Some(r)),
+                // The deadline passed: the request ends, its node is not judged.
+                Err(_) if deadline_first.is_some() => None,
+                Err(_) => Some(None),
+            },
+            None => Some(Some(send.await)),
         }
     };
-    let outcome: Option<Option<Result<RawResponse, crate::http::connector::SendError>>> =
-        match deadline {
-            Some(d) => {
-                tokio::select! {
-                    r = bounded.instrument(span.clone()) => Some(r),
-                    _ = tokio::time::sleep_until(d) => None,
-                }
-            }
-            None => Some(bounded.instrument(span.clone()).await),
-        };
+    // Entering a span nobody listens to is skipped (the common case has no subscriber).
+    let outcome: Option<Option<Result<RawResponse, SendError>>> = if span.is_disabled() {
+        bounded.await
+    } else {
+        bounded.instrument(span.clone()).await
+    };
     let end = Instant::now();
     let elapsed = end.saturating_duration_since(attempt_start);
     let ended = match &outcome {

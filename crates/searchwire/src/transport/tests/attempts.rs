@@ -726,3 +726,25 @@ async fn every_request_and_attempt_gets_a_span_with_the_conventional_fields() {
     assert_eq!(attempts[1].get("outcome"), Some("ok"));
     assert!(attempts[1].get("elapsed_ms").is_some());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_at_the_attempt_timeout_ends_the_request_as_the_deadline() {
+    // One timer bounds an attempt, at the earlier of its timeout and the deadline; when
+    // both fall on the same instant, the deadline decides: no liveness check, no verdict
+    // on the node, no connection reset.
+    let c = Scripted::default();
+    c.default_step(1, Step::Hang);
+    let cl = client(1, &c, |b| b.attempt_timeout(Duration::from_secs(1)));
+    let t0 = Instant::now();
+    let e = cl
+        .send(Request::get("/").timeout(Duration::from_secs(1)))
+        .await
+        .unwrap_err();
+    assert_eq!(Instant::now() - t0, Duration::from_secs(1));
+    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}");
+    assert_eq!(e.attempts().len(), 1);
+    assert_eq!(e.attempts()[0].outcome, OutcomeKind::Cancelled);
+    assert_eq!(c.log().len(), 1, "no liveness check was sent");
+    assert!(cl.nodes()[0].alive);
+    assert!(c.resets().is_empty());
+}

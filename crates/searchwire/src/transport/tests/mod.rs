@@ -3,3 +3,4 @@
 mod attempts;
 mod errors;
 mod resilience;
+mod sizes;
