@@ -201,6 +201,8 @@ fn an_ingest_during_a_full_outage_is_queued_then_delivered_once_in_priority_orde
                 Request::get(format!("/_cluster/health/{INDEX}"))
                     .query("wait_for_status", "green")
                     .query("timeout", "120s")
+                    // The server holds the answer up to 120 s: the attempt must outlast it.
+                    .attempt_timeout(Duration::from_secs(150))
                     .timeout(Duration::from_secs(150)),
             )
             .await

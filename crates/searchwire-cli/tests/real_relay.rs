@@ -78,11 +78,29 @@ fn every_acknowledged_document_is_indexed_exactly_once_through_kills_and_restart
         let t0 = Instant::now();
         let joined = urls.join(",");
         let client = Client::builder().nodes(urls.clone()).build().unwrap();
+        // Earlier tests stop and resume nodes: start once the cluster has all three back
+        // (the server holds the answer up to 120 s; the attempt outlasts it).
+        client
+            .send(
+                Request::get("/_cluster/health")
+                    .query("wait_for_nodes", "3")
+                    .query("wait_for_status", "yellow")
+                    .query("timeout", "120s")
+                    .attempt_timeout(Duration::from_secs(150))
+                    .timeout(Duration::from_secs(150)),
+            )
+            .await
+            .unwrap();
         let _ = client.send(Request::delete(format!("/{INDEX}"))).await;
         client
-            .send(Request::put(format!("/{INDEX}")).json(&json!({
-                "settings": {"number_of_shards": 3, "number_of_replicas": 1}
-            })))
+            .send(
+                Request::put(format!("/{INDEX}"))
+                    .json(&json!({
+                        "settings": {"number_of_shards": 3, "number_of_replicas": 1}
+                    }))
+                    // Creating waits for the primaries server-side (30 s by default).
+                    .attempt_timeout(Duration::from_secs(60)),
+            )
             .await
             .unwrap();
         let dir = tempfile::tempdir().unwrap();

@@ -15,6 +15,7 @@ mod real_support;
 mod relay_support;
 
 use std::net::SocketAddr;
+use std::time::Duration;
 
 use real_support::{tmp, OPENSEARCH};
 use relay_support::{free_port, http, spawn_relay, terminate};
@@ -132,9 +133,13 @@ async fn steady_index(client: &Client, index: &str) {
         .await
         .unwrap();
     let health = client
-        .send(Request::get(format!(
-            "/_cluster/health/{index}?wait_for_status=green&wait_for_no_relocating_shards=true&wait_for_no_initializing_shards=true&timeout=60s"
-        )))
+        .send(
+            Request::get(format!(
+                "/_cluster/health/{index}?wait_for_status=green&wait_for_no_relocating_shards=true&wait_for_no_initializing_shards=true&timeout=60s"
+            ))
+            // The server holds the answer up to 60 s: the attempt must outlast it.
+            .attempt_timeout(Duration::from_secs(75)),
+        )
         .await
         .unwrap()
         .json::<Value>()

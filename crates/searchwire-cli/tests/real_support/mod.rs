@@ -130,9 +130,13 @@ pub async fn create_index(client: &Client, index: &str) {
         .await
         .unwrap();
     client
-        .send(Request::get(format!(
-            "/_cluster/health/{index}?wait_for_status=green&timeout=60s"
-        )))
+        .send(
+            Request::get(format!(
+                "/_cluster/health/{index}?wait_for_status=green&timeout=60s"
+            ))
+            // The server holds the answer up to 60 s: the attempt must outlast it.
+            .attempt_timeout(Duration::from_secs(75)),
+        )
         .await
         .unwrap();
 }

@@ -841,7 +841,9 @@ pub async fn bulk_rejections(c: &Cluster, types: &[&str]) -> BulkRejections {
         .send(
             Request::get(format!("/_cluster/health/{index}"))
                 .query("wait_for_status", "green")
-                .query("timeout", "60s"),
+                .query("timeout", "60s")
+                // The server holds the answer up to 60 s: the attempt must outlast it.
+                .attempt_timeout(secs(75)),
         )
         .await
         .unwrap();
