@@ -30,13 +30,13 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use real_support::{
-    answered_in_flight, cluster_cmd, create_ordered_index, landed, refreshed_count, Landed,
-    ResumeAll, OPENSEARCH,
+    answered_in_flight, cluster_cmd, cluster_health, create_ordered_index, landed, refreshed_count,
+    Landed, ResumeAll, OPENSEARCH,
 };
 use relay_support::{
     free_port, health, http, http_with, spawn_relay, terminate, wait_drained, BIN,
 };
-use searchwire::{Client, Request};
+use searchwire::Client;
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -196,17 +196,13 @@ fn an_ingest_during_a_full_outage_is_queued_then_delivered_once_in_priority_orde
         let order = lease_order(dir.path());
         assert_eq!(order.len(), 20_000);
         drop(resume);
-        client
-            .send(
-                Request::get(format!("/_cluster/health/{INDEX}"))
-                    .query("wait_for_status", "green")
-                    .query("timeout", "120s")
-                    // The server holds the answer up to 120 s: the attempt must outlast it.
-                    .attempt_timeout(Duration::from_secs(150))
-                    .timeout(Duration::from_secs(150)),
-            )
-            .await
-            .unwrap();
+        cluster_health(
+            &client,
+            INDEX,
+            &[("wait_for_status", "green")],
+            Duration::from_secs(120),
+        )
+        .await;
 
         // What the stopped nodes had in their socket buffers (bulks the relay sent before its
         // requests timed out) lands now: wait until the nodes answered all of it — every

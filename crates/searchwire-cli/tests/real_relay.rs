@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use real_support::{cluster_cmd, ResumeAll, OPENSEARCH};
+use real_support::{cluster_cmd, cluster_health, ResumeAll, OPENSEARCH};
 use relay_support::{free_port, health, load, spawn_relay, terminate, wait_drained, Load, Tally};
 use searchwire::{Client, Request};
 use serde_json::{json, Value};
@@ -80,17 +80,13 @@ fn every_acknowledged_document_is_indexed_exactly_once_through_kills_and_restart
         let client = Client::builder().nodes(urls.clone()).build().unwrap();
         // Earlier tests stop and resume nodes: start once the cluster has all three back
         // (the server holds the answer up to 120 s; the attempt outlasts it).
-        client
-            .send(
-                Request::get("/_cluster/health")
-                    .query("wait_for_nodes", "3")
-                    .query("wait_for_status", "yellow")
-                    .query("timeout", "120s")
-                    .attempt_timeout(Duration::from_secs(150))
-                    .timeout(Duration::from_secs(150)),
-            )
-            .await
-            .unwrap();
+        cluster_health(
+            &client,
+            "",
+            &[("wait_for_nodes", "3"), ("wait_for_status", "yellow")],
+            Duration::from_secs(120),
+        )
+        .await;
         let _ = client.send(Request::delete(format!("/{INDEX}"))).await;
         client
             .send(

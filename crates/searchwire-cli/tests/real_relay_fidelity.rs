@@ -17,7 +17,7 @@ mod relay_support;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use real_support::{tmp, OPENSEARCH};
+use real_support::{cluster_health, tmp, OPENSEARCH};
 use relay_support::{free_port, http, spawn_relay, terminate};
 use searchwire::{Client, Request};
 use serde_json::{json, Map, Value};
@@ -132,18 +132,17 @@ async fn steady_index(client: &Client, index: &str) {
         })))
         .await
         .unwrap();
-    let health = client
-        .send(
-            Request::get(format!(
-                "/_cluster/health/{index}?wait_for_status=green&wait_for_no_relocating_shards=true&wait_for_no_initializing_shards=true&timeout=60s"
-            ))
-            // The server holds the answer up to 60 s: the attempt must outlast it.
-            .attempt_timeout(Duration::from_secs(75)),
-        )
-        .await
-        .unwrap()
-        .json::<Value>()
-        .unwrap();
+    let health = cluster_health(
+        client,
+        index,
+        &[
+            ("wait_for_status", "green"),
+            ("wait_for_no_relocating_shards", "true"),
+            ("wait_for_no_initializing_shards", "true"),
+        ],
+        Duration::from_secs(60),
+    )
+    .await;
     assert_eq!(
         health["timed_out"], false,
         "{index} did not settle: {health}"

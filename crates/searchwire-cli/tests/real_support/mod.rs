@@ -129,16 +129,43 @@ pub async fn create_index(client: &Client, index: &str) {
         })))
         .await
         .unwrap();
+    cluster_health(
+        client,
+        index,
+        &[("wait_for_status", "green")],
+        Duration::from_secs(60),
+    )
+    .await;
+}
+
+/// `GET /_cluster/health[/{scope}]` with the `wait_for_*` conditions in `wait`, asking the
+/// server to hold its answer up to `server_wait` until they hold. The attempt timeout and the
+/// request's deadline outlast that wait by 30 s, so the server's answer (`timed_out` true or
+/// false) always arrives: a request that asks the server to wait must never be cut short by
+/// searchwire's default 30 s attempt timeout. Returns the health document (callers that need
+/// the conditions met check `timed_out`); panics when the request fails.
+pub async fn cluster_health(
+    client: &Client,
+    scope: &str,
+    wait: &[(&str, &str)],
+    server_wait: Duration,
+) -> Value {
+    let path = if scope.is_empty() {
+        "/_cluster/health".to_string()
+    } else {
+        format!("/_cluster/health/{scope}")
+    };
+    let mut req = Request::get(path).query("timeout", format!("{}s", server_wait.as_secs()));
+    for (k, v) in wait {
+        req = req.query(*k, *v);
+    }
+    let limit = server_wait + Duration::from_secs(30);
     client
-        .send(
-            Request::get(format!(
-                "/_cluster/health/{index}?wait_for_status=green&timeout=60s"
-            ))
-            // The server holds the answer up to 60 s: the attempt must outlast it.
-            .attempt_timeout(Duration::from_secs(75)),
-        )
+        .send(req.attempt_timeout(limit).timeout(limit))
         .await
-        .unwrap();
+        .unwrap_or_else(|e| panic!("cluster health ({scope:?}, {wait:?}): {e}"))
+        .json::<Value>()
+        .unwrap_or_else(|e| panic!("cluster health ({scope:?}): not JSON: {e}"))
 }
 
 /// The index of the ordered-delivery tests: one shard (so `_seq_no` is the order the cluster
