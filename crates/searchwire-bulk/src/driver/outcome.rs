@@ -118,7 +118,7 @@ pub(super) fn outcome(
             };
         }
     };
-    match BulkResponse::parse(resp.body()) {
+    match BulkResponse::parse_expecting(resp.body(), expected) {
         Ok(r) if r.items.len() == expected => Outcome::Items(r.items),
         Ok(r) => failed(
             Some(RetryClass::Unavailable),
