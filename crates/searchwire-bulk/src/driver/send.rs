@@ -56,7 +56,7 @@ impl Driver {
         );
         let mut bytes = 0usize;
         // Items with other request parameters wait for the next request (order kept).
-        let fits = |items: &Vec<Item>, bytes: usize, next: &Item, cfg: &Config| {
+        let fits = |items: &Vec<Box<Item>>, bytes: usize, next: &Item, cfg: &Config| {
             items.first().is_none_or(|first| {
                 items.len() < cfg.batch_actions
                     && bytes + next.len() <= cfg.batch_bytes

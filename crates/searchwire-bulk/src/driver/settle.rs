@@ -36,9 +36,9 @@ impl Driver {
             |it: Option<&Item>| it.and_then(|i| i.added).is_some_and(|a| now >= a + limit);
         let mut open = None;
         loop {
-            let it = if expired(self.ready.front()) {
+            let it = if expired(self.ready.front().map(Box::as_ref)) {
                 self.ready.pop_front()
-            } else if expired(self.buffer.front()) {
+            } else if expired(self.buffer.front().map(Box::as_ref)) {
                 let it = self.buffer.pop_front();
                 if let Some(i) = &it {
                     self.buffer_bytes -= i.len();
@@ -141,8 +141,8 @@ impl Driver {
     }
 
     /// Returns whether any item was throttled.
-    fn on_items(&mut self, items: Vec<Item>, results: Vec<ItemResult>, now: Instant) -> bool {
-        let mut by_class: [Vec<(Item, FailureReason)>; 3] = Default::default();
+    fn on_items(&mut self, items: Vec<Box<Item>>, results: Vec<ItemResult>, now: Instant) -> bool {
+        let mut by_class: [Vec<(Box<Item>, FailureReason)>; 3] = Default::default();
         for (it, r) in items.into_iter().zip(results) {
             let ctx = ItemContext {
                 op: it.action.op(),
@@ -209,7 +209,7 @@ impl Driver {
     fn schedule_retries(
         &mut self,
         class: RetryClass,
-        group: Vec<(Item, FailureReason)>,
+        group: Vec<(Box<Item>, FailureReason)>,
         retry_after: Option<Duration>,
         now: Instant,
     ) {
@@ -273,7 +273,7 @@ impl Driver {
         }
     }
 
-    fn give_up(&mut self, mut it: Item, reason: FailureReason, how: GiveUp) {
+    fn give_up(&mut self, mut it: Box<Item>, reason: FailureReason, how: GiveUp) {
         if let Some(tracker) = it.tracker.take() {
             // The caller owns a tracked item: its outcome, no sink.
             self.shared
@@ -335,7 +335,7 @@ impl Driver {
         self.finish(it);
     }
 
-    fn finish(&mut self, it: Item) {
+    fn finish(&mut self, it: Box<Item>) {
         self.outstanding.remove(&it.seq);
         self.shared.counters.finished();
         if let Some(k) = it.key {
