@@ -1,5 +1,5 @@
 //! The [`BulkIndexer`] handle and its builder. The work happens on one driver task
-//! (`driver.rs`); the handle only checks actions, takes back-pressure permits, and passes
+//! (`driver/`); the handle only checks actions, takes back-pressure permits, and passes
 //! them on in order.
 
 use std::fmt;
