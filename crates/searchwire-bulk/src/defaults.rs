@@ -1,5 +1,5 @@
 //! The one table of the bulk indexer's defaults, each with the reason it is what it is.
-//! [`BulkConfig::default`](crate::BulkConfig) reads these constants, and `docs/bulk.md`
+//! [`BulkIndexer::builder`](crate::BulkIndexer::builder) and [`RetryPolicy::default`](crate::RetryPolicy) read these constants, and `docs/bulk.md`
 //! contains [`markdown_table`] verbatim (checked by `cargo test -p searchwire-bulk --test docs`).
 
 use std::time::Duration;
