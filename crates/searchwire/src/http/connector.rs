@@ -224,11 +224,17 @@ impl Connector for HyperConnector {
                     .into(),
             };
             // A declared length over the limit fails at once, without reading a byte.
-            let declared = parts
-                .headers
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
+            // hyper has parsed it already: a body of a declared length has that length as
+            // its exact size hint, so the header is looked up again only without one
+            // (chunked or read-to-close bodies, and bodiless answers such as HEAD's).
+            let declared = match hyper::body::Body::size_hint(&body).exact() {
+                Some(len) if len > 0 => Some(len),
+                _ => parts
+                    .headers
+                    .get(http::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok()),
+            };
             if let Some(len) = declared.filter(|&l| l > max as u64) {
                 return Err(too_large(format!("the response declares {len} bytes")));
             }
