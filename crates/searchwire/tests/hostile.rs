@@ -103,6 +103,38 @@ async fn an_endless_chunked_body_is_cut_at_max_response_bytes() {
     assert_eq!(e.last_outcome(), Some(OutcomeKind::TooLarge));
 }
 
+/// A chunked body of `1 MiB + extra` bytes in 64 KiB chunks (the last one `extra` bytes
+/// longer), then the end of the body.
+async fn chunked_body_of_the_limit_plus(mut c: TcpStream, extra: usize) {
+    let _ = c
+        .write_all(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        .await;
+    for i in 0..16u8 {
+        let len = 64 * 1024 + if i == 15 { extra } else { 0 };
+        let data = vec![b'a' + i; len];
+        let _ = c.write_all(format!("{len:x}\r\n").as_bytes()).await;
+        let _ = c.write_all(&data).await;
+        let _ = c.write_all(b"\r\n").await;
+    }
+    let _ = c.write_all(b"0\r\n\r\n").await;
+    std::future::pending::<()>().await;
+}
+
+#[tokio::test]
+async fn a_body_of_exactly_max_response_bytes_is_read_and_one_byte_more_is_too_large() {
+    let (url, _) = hostile(|c| Box::pin(chunked_body_of_the_limit_plus(c, 0))).await;
+    let r = client(&url).send(Request::get("/x")).await.unwrap();
+    assert_eq!(r.body().len(), 1 << 20);
+    // The chunks are joined in order.
+    for (i, part) in r.body().chunks(64 * 1024).enumerate() {
+        assert!(part.iter().all(|&b| b == b'a' + i as u8), "chunk {i}");
+    }
+    let (url, _) = hostile(|c| Box::pin(chunked_body_of_the_limit_plus(c, 1))).await;
+    let e = fails(&url, Duration::from_secs(5)).await;
+    assert_eq!(e.last_outcome(), Some(OutcomeKind::TooLarge), "{e}");
+    assert!(e.to_string().contains("grew"), "{e}");
+}
+
 #[tokio::test]
 async fn an_endless_body_without_a_length_is_cut_at_max_response_bytes() {
     let (url, _) = hostile(|mut c| {

@@ -271,8 +271,8 @@ impl NodeAddr {
 
     /// The full URI for a path and an already-encoded query string.
     pub(crate) fn uri(&self, path: &str, query: &str) -> Result<http::Uri, Error> {
-        // The hot path: the origin is parsed once; the last URI built for this node is
-        // reused when the same path and query come again (most traffic repeats a few
+        // The hot path: the origin is parsed once; the last few URIs built for this node
+        // are reused when the same path and query come again (most traffic repeats a few
         // paths); otherwise only the path and query are parsed here.
         if let Some(origin) = &self.origin {
             if path.starts_with('/') {
@@ -317,42 +317,58 @@ fn push_path_and_query(s: &mut String, path: &str, query: &str) {
     }
 }
 
+/// How many recent URIs a node keeps: traffic that alternates a few paths (a search and
+/// a bulk endpoint, say) finds each of them; a longer cycle replaces the oldest.
+const RECENT_URIS: usize = 4;
+
 /// `scheme://host:port` as URI parts, parsed once per address, the `Host` header a
-/// request to it carries, and the last URI built for it.
+/// request to it carries, and the last URIs built for it.
 struct Origin {
     scheme: http::uri::Scheme,
     authority: http::uri::Authority,
     host: Option<http::HeaderValue>,
-    /// The last URI [`NodeAddr::uri`] built on the hot path. Only ever `try_lock`ed: a
+    /// The last URIs [`NodeAddr::uri`] built on the hot path. Only ever `try_lock`ed: a
     /// request that finds it busy builds its URI instead of waiting.
-    last: std::sync::Mutex<Option<http::Uri>>,
+    recent: std::sync::Mutex<Recent>,
+}
+
+/// The last [`RECENT_URIS`] URIs built, and the slot the next one replaces.
+#[derive(Default)]
+struct Recent {
+    uris: [Option<http::Uri>; RECENT_URIS],
+    next: usize,
 }
 
 impl Origin {
-    /// The last URI built, when its path and query are exactly `prefix` + `path` (+ `?` or
-    /// `&` + `query`), i.e. the string a new one would be parsed from.
+    /// A recent URI whose path and query are exactly `prefix` + `path` (+ `?` or `&` +
+    /// `query`), i.e. the string a new one would be parsed from.
     fn cached(&self, prefix: &str, path: &str, query: &str) -> Option<http::Uri> {
-        let last = self.last.try_lock().ok()?;
-        let uri = last.as_ref()?;
-        let rest = uri
-            .path_and_query()?
-            .as_str()
-            .strip_prefix(prefix)?
-            .strip_prefix(path)?;
-        let same = if query.is_empty() {
-            rest.is_empty()
-        } else {
-            let sep = if path.contains('?') { '&' } else { '?' };
-            rest.strip_prefix(sep) == Some(query)
+        let recent = self.recent.try_lock().ok()?;
+        let same = |uri: &http::Uri| {
+            let Some(rest) = uri
+                .path_and_query()
+                .and_then(|pq| pq.as_str().strip_prefix(prefix))
+                .and_then(|r| r.strip_prefix(path))
+            else {
+                return false;
+            };
+            if query.is_empty() {
+                rest.is_empty()
+            } else {
+                let sep = if path.contains('?') { '&' } else { '?' };
+                rest.strip_prefix(sep) == Some(query)
+            }
         };
-        same.then(|| uri.clone())
+        recent.uris.iter().flatten().find(|u| same(u)).cloned()
     }
 
-    /// Keeps `uri` for the next request with the same path and query (skipped when
-    /// another request holds the slot).
+    /// Keeps `uri` for the next request with the same path and query, in place of the
+    /// oldest one kept (skipped when another request holds the list).
     fn remember(&self, uri: &http::Uri) {
-        if let Ok(mut last) = self.last.try_lock() {
-            *last = Some(uri.clone());
+        if let Ok(mut recent) = self.recent.try_lock() {
+            let slot = recent.next % RECENT_URIS;
+            recent.uris[slot] = Some(uri.clone());
+            recent.next = (slot + 1) % RECENT_URIS;
         }
     }
 }
@@ -371,7 +387,7 @@ fn parse_origin(scheme: &str, host: &str, port: u16) -> Option<std::sync::Arc<Or
         scheme,
         authority,
         host,
-        last: std::sync::Mutex::new(None),
+        recent: std::sync::Mutex::new(Recent::default()),
     }))
 }
 
@@ -651,6 +667,29 @@ mod tests {
         let from_clone = b.uri("/i/_search", "q=x").unwrap();
         assert_eq!(from_clone.to_string(), "http://h:1/p/i/_search?q=x");
         assert!(b.uri("/bad path", "").is_err());
+    }
+
+    #[test]
+    fn a_few_alternating_paths_each_reuse_their_uri() {
+        let (a, _) = NodeAddr::parse("http://h:1/p").unwrap();
+        let paths = ["/a/_search", "/_bulk", "/b/_doc/1", "/"];
+        let first: Vec<http::Uri> = paths.iter().map(|p| a.uri(p, "x=1").unwrap()).collect();
+        let ptr = |u: &http::Uri| u.path_and_query().unwrap().as_str().as_ptr();
+        for _ in 0..3 {
+            for (p, f) in paths.iter().zip(&first) {
+                let again = a.uri(p, "x=1").unwrap();
+                assert_eq!(&again, f);
+                assert_eq!(ptr(&again), ptr(f), "{p} is reused");
+            }
+        }
+        // A fifth path replaces the oldest; every answer is still right.
+        let fifth = a.uri("/c", "").unwrap();
+        assert_eq!(fifth.to_string(), "http://h:1/p/c");
+        assert_eq!(ptr(&a.uri(paths[1], "x=1").unwrap()), ptr(&first[1]));
+        assert_eq!(ptr(&a.uri("/c", "").unwrap()), ptr(&fifth));
+        let rebuilt = a.uri(paths[0], "x=1").unwrap();
+        assert_eq!(rebuilt, first[0]);
+        assert_ne!(ptr(&rebuilt), ptr(&first[0]));
     }
 
     #[test]

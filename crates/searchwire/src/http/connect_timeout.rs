@@ -8,6 +8,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -16,21 +17,38 @@ use http::Uri;
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A connector whose every connection (TCP and TLS) must be ready within `timeout`.
-#[derive(Clone, Debug)]
+///
+/// The inner connector is shared: hyper-util clones its connector for every request
+/// (before it knows whether a pooled connection will serve it), and one reference count
+/// is cheaper to clone and drop than the TLS connector's three. It is cloned out only to
+/// open a connection.
+#[derive(Debug)]
 pub(crate) struct ConnectTimeout<C> {
-    inner: C,
+    inner: Arc<C>,
     timeout: Duration,
+}
+
+impl<C> Clone for ConnectTimeout<C> {
+    fn clone(&self) -> Self {
+        ConnectTimeout {
+            inner: Arc::clone(&self.inner),
+            timeout: self.timeout,
+        }
+    }
 }
 
 impl<C> ConnectTimeout<C> {
     pub(crate) fn new(inner: C, timeout: Duration) -> ConnectTimeout<C> {
-        ConnectTimeout { inner, timeout }
+        ConnectTimeout {
+            inner: Arc::new(inner),
+            timeout,
+        }
     }
 }
 
 impl<C> tower_service::Service<Uri> for ConnectTimeout<C>
 where
-    C: tower_service::Service<Uri>,
+    C: tower_service::Service<Uri> + Clone + Send + Sync + 'static,
     C::Future: Send + 'static,
     C::Error: Into<BoxError>,
 {
@@ -38,14 +56,19 @@ where
     type Error = BoxError;
     type Future = Pin<Box<dyn Future<Output = Result<C::Response, BoxError>> + Send>>;
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+    /// Always ready: the connector that connects is a fresh clone, made ready in `call`.
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, uri: Uri) -> Self::Future {
         let timeout = self.timeout;
-        let connecting = self.inner.call(uri);
+        let mut inner = C::clone(&self.inner);
         Box::pin(async move {
+            let connecting = async move {
+                std::future::poll_fn(|cx| inner.poll_ready(cx)).await?;
+                inner.call(uri).await
+            };
             match tokio::time::timeout(timeout, connecting).await {
                 Ok(done) => done.map_err(Into::into),
                 Err(_) => Err(std::io::Error::new(

@@ -224,37 +224,45 @@ impl Connector for HyperConnector {
                     .into(),
             };
             // A declared length over the limit fails at once, without reading a byte.
-            let declared = parts
-                .headers
-                .get(http::header::CONTENT_LENGTH)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse::<u64>().ok());
+            // hyper has parsed it already: a body of a declared length has that length as
+            // its exact size hint, so the header is looked up again only without one
+            // (chunked or read-to-close bodies, and bodiless answers such as HEAD's).
+            let declared = match hyper::body::Body::size_hint(&body).exact() {
+                Some(len) if len > 0 => Some(len),
+                _ => parts
+                    .headers
+                    .get(http::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok()),
+            };
             if let Some(len) = declared.filter(|&l| l > max as u64) {
                 return Err(too_large(format!("the response declares {len} bytes")));
             }
             // Reading the body is part of the attempt: a body that stalls half-way is a
             // timeout, one that breaks off is a reset, one that outgrows the limit is
             // abandoned (dropping it closes the connection).
-            let to_send_error = |e: Box<dyn std::error::Error + Send + Sync>| {
-                if e.is::<http_body_util::LengthLimitError>() {
-                    too_large("the response body grew".to_string())
-                } else {
-                    SendError {
-                        kind: OutcomeKind::Reset,
-                        source: e,
-                    }
-                }
-            };
+            //
             // Frame by frame rather than `collect`: a body that arrives as one chunk (the
             // usual case) is kept as it came, without a buffer list; more chunks are
-            // joined. Trailers are not used.
-            let mut frames = std::pin::pin!(http_body_util::Limited::new(body, max));
+            // joined. Trailers are not used. The limit is counted here, frame by frame,
+            // exactly as `http_body_util::Limited` would (a frame larger than what is left
+            // fails), without its wrapper and boxed errors on every frame.
+            let mut body = std::pin::pin!(body);
+            let mut remaining = max;
             let mut first = Bytes::new();
             let mut joined: Option<bytes::BytesMut> = None;
-            while let Some(frame) = frames.frame().await {
-                let Ok(data) = frame.map_err(to_send_error)?.into_data() else {
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(|e| SendError {
+                    kind: OutcomeKind::Reset,
+                    source: Box::new(e),
+                })?;
+                let Ok(data) = frame.into_data() else {
                     continue;
                 };
+                if data.len() > remaining {
+                    return Err(too_large("the response body grew".to_string()));
+                }
+                remaining -= data.len();
                 if let Some(all) = joined.as_mut() {
                     all.extend_from_slice(&data);
                 } else if first.is_empty() {

@@ -34,6 +34,7 @@
 //! timer; see `docs/ARCHITECTURE.md`.
 
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -209,6 +210,10 @@ struct State {
 pub(crate) struct Breaker {
     cfg: BreakerConfig,
     st: Mutex<State>,
+    /// Whether the state is `closed`: written under the lock with every change of state
+    /// ([`Breaker::enter`]), read without it, so admitting an attempt to a closed breaker
+    /// (every request on a good day) takes no lock.
+    closed: AtomicBool,
 }
 
 impl Breaker {
@@ -224,8 +229,16 @@ impl Breaker {
                 reason: String::new(),
                 generation: 0,
             }),
+            closed: AtomicBool::new(true),
             cfg,
         }
+    }
+
+    /// Moves to `to` (the lock held: `st` is the locked state).
+    fn enter(&self, st: &mut State, to: BreakerState) {
+        st.state = to;
+        self.closed
+            .store(to == BreakerState::Closed, Ordering::Release);
     }
 
     /// The state at `now` (an open breaker whose cool-down ended reads as half-open).
@@ -242,7 +255,7 @@ impl Breaker {
                 .checked_add(st.cool_down)
                 .is_none_or(|at| now >= at)
         {
-            st.state = BreakerState::HalfOpen;
+            self.enter(st, BreakerState::HalfOpen);
             st.probes_out = 0;
             st.probe_successes = 0;
             st.generation = st.generation.wrapping_add(1);
@@ -267,8 +280,12 @@ impl Breaker {
     }
 
     /// Like `admit`, also returning the half-open round a probe belongs to (for
-    /// [`ProbeSlot::new`]).
+    /// [`ProbeSlot::new`]; meaningful only with [`Admission::Probe`]).
     pub(crate) fn admit_in_round(&self, now: Instant) -> (Admission, Option<Change>, u64) {
+        // Closed: nothing to change, nothing to count (only verdicts count).
+        if self.closed.load(Ordering::Acquire) {
+            return (Admission::Allowed, None, 0);
+        }
         let mut st = lock(&self.st);
         let change = self.maybe_half_open(&mut st, now);
         let admission = match st.state {
@@ -332,7 +349,7 @@ impl Breaker {
                     Verdict::Success => {
                         st.probe_successes += 1;
                         if st.probe_successes >= self.cfg.probes {
-                            st.state = BreakerState::Closed;
+                            self.enter(&mut st, BreakerState::Closed);
                             st.window.clear();
                             st.cool_down = self.cfg.cool_down;
                             Some(Change {
@@ -347,7 +364,7 @@ impl Breaker {
                     Verdict::Failure => {
                         let next = st.cool_down.saturating_mul(2).min(self.cfg.max_cool_down);
                         st.cool_down = next;
-                        st.state = BreakerState::Open;
+                        self.enter(&mut st, BreakerState::Open);
                         st.opened_at = now;
                         st.reason = "a half-open probe failed".into();
                         Some(Change {
@@ -376,7 +393,7 @@ impl Breaker {
                 if total >= i64::from(self.cfg.min_requests)
                     && failed as f64 > self.cfg.failure_rate * total as f64
                 {
-                    st.state = BreakerState::Open;
+                    self.enter(&mut st, BreakerState::Open);
                     st.opened_at = now;
                     st.cool_down = self.cfg.cool_down;
                     st.reason = format!(

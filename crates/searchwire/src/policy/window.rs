@@ -29,6 +29,11 @@ pub(crate) struct SlidingWindow {
     origin: Instant,
     slot_len: Duration,
     slots: Vec<Slot>,
+    /// The slot of the last `add`: its epoch and the instants `[start, end)` it covers.
+    /// Time mostly stays within one slot for many calls, and two comparisons are much
+    /// cheaper than the division (and the duration arithmetic) that finds the epoch.
+    /// Empty (`start == end`) until the first `add`.
+    current: (u64, Instant, Instant),
 }
 
 impl SlidingWindow {
@@ -48,17 +53,44 @@ impl SlidingWindow {
                 };
                 slots as usize
             ],
+            current: (0, origin, origin),
         }
     }
 
+    /// The epoch of the slot that contains `now` (see [`Slot::epoch`]).
     fn epoch(&self, now: Instant) -> u64 {
+        let (epoch, start, end) = self.current;
+        if start <= now && now < end {
+            return epoch;
+        }
+        self.epoch_of(now)
+    }
+
+    /// [`epoch`](Self::epoch), computed: `(now − origin) / slot_len`, 0 before the origin.
+    fn epoch_of(&self, now: Instant) -> u64 {
         let since = now.saturating_duration_since(self.origin);
         u64::try_from(since.as_nanos() / self.slot_len.as_nanos().max(1)).unwrap_or(u64::MAX - 1)
     }
 
     /// Adds `value` to counter `counter` at `now`.
     pub(crate) fn add(&mut self, now: Instant, counter: usize, value: i64) {
-        let epoch = self.epoch(now);
+        let (cached, start, end) = self.current;
+        let epoch = if start <= now && now < end {
+            cached
+        } else {
+            let epoch = self.epoch_of(now);
+            // Remember the slot's bounds (none when they cannot be represented).
+            let slot_nanos = u64::try_from(self.slot_len.as_nanos()).unwrap_or(u64::MAX);
+            let bounds = slot_nanos.checked_mul(epoch).and_then(|from| {
+                let start = self.origin.checked_add(Duration::from_nanos(from))?;
+                let end = start.checked_add(self.slot_len)?;
+                Some((start, end))
+            });
+            if let Some((start, end)) = bounds.filter(|(start, _)| *start <= now) {
+                self.current = (epoch, start, end);
+            }
+            epoch
+        };
         let n = self.slots.len() as u64;
         let slot = &mut self.slots[(epoch % n) as usize];
         if slot.epoch != epoch {
@@ -118,6 +150,29 @@ mod tests {
         assert_eq!(w.sum(t0 + Duration::from_secs(20)), [1, 0]);
         w.clear();
         assert_eq!(w.sum(t0 + Duration::from_secs(20)), [0, 0]);
+    }
+
+    /// The slot of the last `add` is remembered; an instant outside it — later, or
+    /// earlier (another thread's older reading) — still lands in its own slot.
+    #[tokio::test(start_paused = true)]
+    async fn every_instant_lands_in_its_own_slot_around_the_remembered_one() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut w = SlidingWindow::new(t0, Duration::from_secs(10), 10);
+        w.add(t0 + ms(1500), 0, 1); // slot [1 s, 2 s), remembered
+        w.add(t0 + ms(2000), 1, 100); // slot [2 s, 3 s): the end of the remembered one
+        w.add(t0 + ms(999), 0, 10); // slot [0 s, 1 s): before the remembered one
+        w.add(t0 + ms(1999), 1, 1000); // back in [1 s, 2 s)
+                                       // At 10 s the first slot has expired; at 11 s the second; at 12 s the third.
+        assert_eq!(w.sum(t0 + ms(9999)), [11, 1100]);
+        assert_eq!(w.sum(t0 + ms(10_000)), [1, 1100]);
+        assert_eq!(w.sum(t0 + ms(11_000)), [0, 100]);
+        assert_eq!(w.sum(t0 + ms(12_000)), [0, 0]);
+        // Before the origin: the first slot.
+        let mut w = SlidingWindow::new(t0 + ms(5000), Duration::from_secs(10), 10);
+        w.add(t0, 0, 3);
+        w.add(t0 + ms(5500), 0, 4);
+        assert_eq!(w.sum(t0 + ms(5000)), [7, 0]);
     }
 
     #[tokio::test(start_paused = true)]
