@@ -130,13 +130,17 @@ fn child_process() {
     }
 }
 
-/// Appends (4 tasks, batches of 1..=16) and leases+acks, forever; reports after each call
-/// returned: `A <id> <payload>` and `K <id>`, and `k <id>` before an ack is sent.
 async fn embedded_child(dir: &str) {
     let mut c = EmbeddedConfig::new(dir);
     c.options = QueueOptions::default().lease_timeout(Duration::from_millis(200));
     let q = Queue::open_embedded(c).unwrap();
     println!("READY");
+    append_and_ack(q).await;
+}
+
+/// Appends (4 tasks, batches of 1..=16) and leases+acks, forever; reports after each call
+/// returned: `A <id> <payload>` and `K <id>`, and `k <id>` before an ack is sent.
+async fn append_and_ack(q: Queue) {
     let nonce = format!("{}-{:x}", std::process::id(), fastrand::u64(..));
     let mut tasks = Vec::new();
     for t in 0..4 {
@@ -189,9 +193,7 @@ async fn embedded_child(dir: &str) {
 fn embedded_kill_9_loses_no_returned_append_and_resurrects_no_ack() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().to_str().unwrap().to_owned();
-    let mut appended: HashMap<u64, String> = HashMap::new();
-    let mut acked: HashSet<u64> = HashSet::new();
-    let mut ack_sent: HashSet<u64> = HashSet::new();
+    let mut reports = Reports::default();
     let rt = tokio::runtime::Runtime::new().unwrap();
     for round in 0..ROUNDS {
         let mut child = Killed(spawn_child("embedded", &target, &[]));
@@ -204,60 +206,59 @@ fn embedded_kill_9_loses_no_returned_append_and_resurrects_no_ack() {
             "the child exited on its own"
         );
         kill(&mut child.0);
-        for line in rx.iter() {
-            let mut f = line.splitn(3, ' ');
-            match (f.next(), f.next(), f.next()) {
-                (Some("A"), Some(id), Some(p)) => {
-                    appended.insert(id.parse().unwrap(), p.to_owned());
-                }
-                (Some("K"), Some(id), None) => {
-                    acked.insert(id.parse().unwrap());
-                }
-                (Some("k"), Some(id), None) => {
-                    ack_sent.insert(id.parse().unwrap());
-                }
-                _ => {}
-            }
-        }
+        reports.read(rx);
         // Open what the kill left and count.
         let present = rt.block_on(async {
             let q = Queue::open_embedded(EmbeddedConfig::new(&target)).unwrap();
-            let mut present = HashMap::new();
-            let mut after = None;
-            loop {
-                let page = q.list(after, 1000).await.unwrap();
-                let Some(last) = page.last() else { break };
-                after = Some(last.id);
-                for m in page {
-                    present.insert(m.id.0, String::from_utf8(m.payload).unwrap());
-                }
-            }
-            // A lease the kill (or the 200 ms lease timeout) left unacked counts an attempt
-            // each time it expires, and ends in the dead letters after three: still there.
-            let mut after = None;
-            loop {
-                let page = q.dead_letters(after, 1000).await.unwrap();
-                let Some(last) = page.last() else { break };
-                after = Some(last.message.id);
-                for d in page {
-                    present.insert(
-                        d.message.id.0,
-                        String::from_utf8(d.message.payload).unwrap(),
-                    );
-                }
-            }
+            let present = everything_kept(&q).await;
             if let Queue::Embedded(e) = &q {
                 e.close().await.unwrap();
             }
             present
         });
-        for (id, payload) in &appended {
-            if acked.contains(id) {
+        reports.check(round, &present);
+    }
+    reports.summary();
+}
+
+/// What the children of a crash test reported, over all its rounds.
+#[derive(Default)]
+struct Reports {
+    appended: HashMap<u64, String>,
+    acked: HashSet<u64>,
+    ack_sent: HashSet<u64>,
+}
+
+impl Reports {
+    /// Reads a killed child's lines.
+    fn read(&mut self, rx: mpsc::Receiver<String>) {
+        for line in rx.iter() {
+            let mut f = line.splitn(3, ' ');
+            match (f.next(), f.next(), f.next()) {
+                (Some("A"), Some(id), Some(p)) => {
+                    self.appended.insert(id.parse().unwrap(), p.to_owned());
+                }
+                (Some("K"), Some(id), None) => {
+                    self.acked.insert(id.parse().unwrap());
+                }
+                (Some("k"), Some(id), None) => {
+                    self.ack_sent.insert(id.parse().unwrap());
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Every append that returned is still there (queued or dead) with its payload, unless
+    /// it was acked; nothing acked is.
+    fn check(&self, round: usize, present: &HashMap<u64, String>) {
+        for (id, payload) in &self.appended {
+            if self.acked.contains(id) {
                 assert!(
                     !present.contains_key(id),
                     "round {round}: acked message {id} came back"
                 );
-            } else if ack_sent.contains(id) {
+            } else if self.ack_sent.contains(id) {
                 // Its ack was cut off by a kill: either outcome is right, but never a
                 // different payload.
                 if let Some(p) = present.get(id) {
@@ -272,18 +273,50 @@ fn embedded_kill_9_loses_no_returned_append_and_resurrects_no_ack() {
             }
         }
     }
-    eprintln!(
-        "{ROUNDS} kills: {} appends reported, {} acks reported",
-        appended.len(),
-        acked.len()
-    );
-    assert!(
-        appended.len() > ROUNDS * 10,
-        "too little load to mean anything"
-    );
-    assert!(!acked.is_empty());
-    let cut_off = ack_sent.difference(&acked).count();
-    eprintln!("{cut_off} acks were cut off by a kill");
+
+    fn summary(&self) {
+        eprintln!(
+            "{ROUNDS} kills: {} appends reported, {} acks reported",
+            self.appended.len(),
+            self.acked.len()
+        );
+        assert!(
+            self.appended.len() > ROUNDS * 10,
+            "too little load to mean anything"
+        );
+        assert!(!self.acked.is_empty());
+        let cut_off = self.ack_sent.difference(&self.acked).count();
+        eprintln!("{cut_off} acks were cut off by a kill");
+    }
+}
+
+/// Every message queued or dead, by id, with its payload.
+async fn everything_kept(q: &Queue) -> HashMap<u64, String> {
+    let mut present = HashMap::new();
+    let mut after = None;
+    loop {
+        let page = q.list(after, 1000).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.id);
+        for m in page {
+            present.insert(m.id.0, String::from_utf8(m.payload).unwrap());
+        }
+    }
+    // A lease the kill (or the 200 ms lease timeout) left unacked counts an attempt each
+    // time it expires, and ends in the dead letters after three: still there.
+    let mut after = None;
+    loop {
+        let page = q.dead_letters(after, 1000).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.message.id);
+        for d in page {
+            present.insert(
+                d.message.id.0,
+                String::from_utf8(d.message.payload).unwrap(),
+            );
+        }
+    }
+    present
 }
 
 /// A Redis consumer: leases (lease timeout 500 ms, wall clock), reports `L <id>` for each
