@@ -1,5 +1,6 @@
 //! One behaviour, two backends: every scenario here runs against the embedded (redb) queue
-//! and the Redis Streams queue. The Redis half needs `SEARCHWIRE_TEST_REDIS` (scripts/test
+//! and the Redis Streams queue (twice: as configured by default, and with every append on
+//! the transaction path, `small_append` 0). The Redis part needs `SEARCHWIRE_TEST_REDIS` (scripts/test
 //! starts a server and sets it; with `SEARCHWIRE_REQUIRE_REDIS=1` a missing server fails).
 //! Time is a manual clock: no test sleeps.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -561,6 +562,16 @@ macro_rules! conformance {
                 #[tokio::test]
                 async fn $name() {
                     super::$name(super::Backend::Redis).await
+                }
+            )*
+        }
+        /// Every append through the transaction path (the default sends small ones, as
+        /// most of these tests' are, in one script call).
+        mod redis_transactions {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::RedisTransactions).await
                 }
             )*
         }
