@@ -6,6 +6,9 @@
 //!   still queued (with its payload) or was acked, and nothing acked is queued.
 //! - Redis: two consumer processes share one queue; one is killed while it holds leases.
 //!   The other takes over once the leases time out, and every message is delivered.
+//! - Redis: a child appends (in one script call or through transactions) and acks as the
+//!   embedded one does, killed 20+ times: the same counts, and no append is left half
+//!   written (every record has its hash and arrival entry and is scheduled or held).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -20,7 +23,7 @@ use searchwire_queue::{
     Appended, EmbeddedConfig, MessageId, NewMessage, Queue, QueueOptions, RedisConfig,
 };
 
-/// Set in a child: which role it plays ("embedded" or "redis-consumer").
+/// Set in a child: which role it plays ("embedded", "redis-consumer" or "redis-appender").
 const ROLE_ENV: &str = "SEARCHWIRE_QUEUE_CRASH_ROLE";
 /// The data directory (embedded) or stream name (Redis) the child works on.
 const TARGET_ENV: &str = "SEARCHWIRE_QUEUE_CRASH_TARGET";
@@ -126,6 +129,7 @@ fn child_process() {
     match role.as_str() {
         "embedded" => rt.block_on(embedded_child(&target)),
         "redis-consumer" => rt.block_on(redis_consumer(&target)),
+        "redis-appender" => rt.block_on(redis_appender(&target)),
         other => panic!("unknown child role {other}"),
     }
 }
@@ -420,4 +424,77 @@ fn redis_a_consumer_killed_mid_lease_loses_nothing() {
         "killed consumer held {} leases; the survivor delivered all {N}",
         held.len()
     );
+}
+
+/// A Redis appender: the load of [`append_and_ack`] on the queue `stream` (lease timeout
+/// 200 ms, wall clock), with appends of up to 8 messages in one script call and larger ones
+/// through the transaction path, so a kill can land in either.
+async fn redis_appender(stream: &str) {
+    let mut c = RedisConfig::new(support::redis_url().unwrap());
+    c.stream = stream.to_owned();
+    c.small_append = 8;
+    c.options = QueueOptions::default().lease_timeout(Duration::from_millis(200));
+    let q = Queue::connect_redis(c).await.unwrap();
+    println!("READY");
+    append_and_ack(q).await;
+}
+
+/// How many members each of the queue's structures holds; for a queue at rest they agree:
+/// every record has its hash and arrival entry, and is scheduled or held.
+async fn redis_counts(url: &str, stream: &str) -> [u64; 4] {
+    let client = redis::Client::open(url).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let (msg, hashes, arrival, ready, delayed, held): (u64, u64, u64, u64, u64, u64) =
+        redis::pipe()
+            .cmd("HLEN")
+            .arg(format!("{stream}:msg"))
+            .cmd("HLEN")
+            .arg(format!("{stream}:hashes"))
+            .cmd("ZCARD")
+            .arg(format!("{stream}:arrival"))
+            .cmd("ZCARD")
+            .arg(format!("{stream}:ready"))
+            .cmd("ZCARD")
+            .arg(format!("{stream}:delayed"))
+            .cmd("HLEN")
+            .arg(format!("{stream}:held"))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    [msg, hashes, arrival, ready + delayed + held]
+}
+
+#[test]
+fn redis_kill_9_of_an_appender_loses_no_returned_append_and_leaves_no_half_append() {
+    let Some(url) = support::redis_url() else {
+        return;
+    };
+    let stream = support::unique_stream("crash-append");
+    let mut reports = Reports::default();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for round in 0..ROUNDS {
+        let mut child = Killed(spawn_child("redis-appender", &stream, &[]));
+        let rx = lines(&mut child.0);
+        wait_for(&rx, "READY", Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(fastrand::u64(5..300)));
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "the child exited on its own"
+        );
+        kill(&mut child.0);
+        reports.read(rx);
+        let present = rt.block_on(async {
+            let counts = redis_counts(&url, &stream).await;
+            assert!(
+                counts.iter().all(|&n| n == counts[0]),
+                "round {round}: records, hashes, arrival and scheduled+held disagree: {counts:?}"
+            );
+            let mut c = RedisConfig::new(url.clone());
+            c.stream = stream.clone();
+            let q = Queue::connect_redis(c).await.unwrap();
+            everything_kept(&q).await
+        });
+        reports.check(round, &present);
+    }
+    reports.summary();
 }
