@@ -200,17 +200,7 @@ fn embedded_kill_9_loses_no_returned_append_and_resurrects_no_ack() {
     let mut reports = Reports::default();
     let rt = tokio::runtime::Runtime::new().unwrap();
     for round in 0..ROUNDS {
-        let mut child = Killed(spawn_child("embedded", &target, &[]));
-        let rx = lines(&mut child.0);
-        wait_for(&rx, "READY", Duration::from_secs(60));
-        // The kill lands at a random moment of the load, 5–300 ms after the queue opened.
-        std::thread::sleep(Duration::from_millis(fastrand::u64(5..300)));
-        assert!(
-            child.0.try_wait().unwrap().is_none(),
-            "the child exited on its own"
-        );
-        kill(&mut child.0);
-        reports.read(rx);
+        reports.run_and_kill("embedded", &target);
         // Open what the kill left and count.
         let present = rt.block_on(async {
             let q = Queue::open_embedded(EmbeddedConfig::new(&target)).unwrap();
@@ -234,6 +224,21 @@ struct Reports {
 }
 
 impl Reports {
+    /// Starts a child in `role` on `target` and SIGKILLs it at a random moment of its load,
+    /// 5–300 ms after its queue opened; then reads what it reported.
+    fn run_and_kill(&mut self, role: &str, target: &str) {
+        let mut child = Killed(spawn_child(role, target, &[]));
+        let rx = lines(&mut child.0);
+        wait_for(&rx, "READY", Duration::from_secs(60));
+        std::thread::sleep(Duration::from_millis(fastrand::u64(5..300)));
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "the child exited on its own"
+        );
+        kill(&mut child.0);
+        self.read(rx);
+    }
+
     /// Reads a killed child's lines.
     fn read(&mut self, rx: mpsc::Receiver<String>) {
         for line in rx.iter() {
@@ -473,16 +478,7 @@ fn redis_kill_9_of_an_appender_loses_no_returned_append_and_leaves_no_half_appen
     let mut reports = Reports::default();
     let rt = tokio::runtime::Runtime::new().unwrap();
     for round in 0..ROUNDS {
-        let mut child = Killed(spawn_child("redis-appender", &stream, &[]));
-        let rx = lines(&mut child.0);
-        wait_for(&rx, "READY", Duration::from_secs(60));
-        std::thread::sleep(Duration::from_millis(fastrand::u64(5..300)));
-        assert!(
-            child.0.try_wait().unwrap().is_none(),
-            "the child exited on its own"
-        );
-        kill(&mut child.0);
-        reports.read(rx);
+        reports.run_and_kill("redis-appender", &stream);
         let present = rt.block_on(async {
             let counts = redis_counts(&url, &stream).await;
             assert!(
