@@ -1,5 +1,6 @@
-//! The Redis backend's two append paths: a small append is one script call (`EVALSHA`,
-//! which reserves the ids itself), a larger one an id reservation plus transactions. They
+//! The Redis backend's two append paths: a small append (by default one message) is one
+//! script call (`EVALSHA`, which reserves the ids itself), a larger one an id reservation
+//! plus transactions. They
 //! must store exactly the same keys and values, and the one-call path must survive Redis
 //! losing its script cache. Needs `SEARCHWIRE_TEST_REDIS` like the conformance suite.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -104,7 +105,7 @@ async fn appends(ctx: &Ctx) -> Vec<Vec<Appended>> {
 #[tokio::test]
 async fn both_append_paths_store_the_same_keys_and_values() {
     let (Some(one_call), Some(transactions)) = (
-        Ctx::new(Backend::Redis).await,
+        Ctx::new(Backend::RedisOneCall).await,
         Ctx::new(Backend::RedisTransactions).await,
     ) else {
         return;
@@ -140,7 +141,7 @@ async fn script_flush(ctx: &Ctx) {
 
 #[tokio::test]
 async fn a_one_call_append_reloads_the_scripts_redis_lost() {
-    let Some(ctx) = Ctx::new(Backend::Redis).await else {
+    let Some(ctx) = Ctx::new(Backend::RedisOneCall).await else {
         return;
     };
     let q: &Queue = ctx.q();

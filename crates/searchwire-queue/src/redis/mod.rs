@@ -125,10 +125,11 @@ pub const DEFAULT_GROUP: &str = "searchwire";
 pub const DEFAULT_CHUNK: usize = 1000;
 /// Default [`RedisConfig::small_append`]: appends of at most this many messages are one
 /// script call. Measured (docs/benchmarks.md, "Redis: one-call appends"): at one message
-/// per call from 64 tasks the one call doubles the rate and halves the client's CPU; at 10
-/// per call the two paths are within the noise; from about 100 the transaction path is
-/// cheaper for Redis (in Lua, each record is copied a few times over).
-pub const DEFAULT_SMALL_APPEND: usize = 16;
+/// per call from 64 tasks the one call gives ~1.4–1.8× the rate at half the client's CPU;
+/// at 10 per call it costs redis-server ~10–20 µs more per message than the transaction
+/// path (in Lua each record is copied and interned a few times over), and at 100 and 1000
+/// more still. Between 1 and 10 it was not measured, so only single messages take it.
+pub const DEFAULT_SMALL_APPEND: usize = 1;
 /// How long connecting (or reconnecting) to Redis may take, per try.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one command may wait for Redis's answer. A lease or append script over a few
