@@ -67,15 +67,16 @@
 //! `EVAL`: an `EVALSHA` inside `MULTI` that met an emptied script cache would fail after the
 //! records were written), which deletes again what it finds queued already; all chunks are
 //! pipelined in one round trip, so two processes appending the same payload store it once.
-//! A smaller append is one `EVALSHA` of one script that reserves the ids, de-duplicates and
-//! writes the same keys and values (its records pass through Lua, a few KB per call): one
-//! round trip and, with `appendfsync always`, one AOF sync instead of two, and a kill of
-//! the appender can leave no gap in the ids. If Redis lost its scripts (a restart, `SCRIPT
-//! FLUSH`), the `NOSCRIPT` answer means nothing ran: the scripts are loaded and the call
-//! sent again, as for every other script call. A lease is the lease script
-//! (it returns ids) and one `HMGET` of the records; an ack is one script per 1000 ids,
-//! pipelined. The 1 KB records never pass through Lua on this path (they did in layout 1:
-//! about half of its Redis time per message was the Lua interpreter).
+//! A smaller append (by default: one message) is one `EVALSHA` of one script that reserves
+//! the ids, de-duplicates and writes the same keys and values: one round trip and, with
+//! `appendfsync always`, one AOF sync instead of two, and a kill of the appender can leave
+//! no gap in the ids; its record passes through Lua, which is why larger appends do not
+//! take this path. If Redis lost its scripts (a restart, `SCRIPT FLUSH`), the `NOSCRIPT`
+//! answer means nothing ran: the scripts are loaded and the call sent again, as for every
+//! other script call. A lease is the lease script (it returns ids) and one `HMGET` of the
+//! records; an ack is one script per 1000 ids, pipelined. The 1 KB records never pass
+//! through Lua in batch appends, leases and acks (they did in layout 1: about half of its
+//! Redis time per message was the Lua interpreter).
 //!
 //! `append` returns when Redis has executed the transactions. That survives the death of
 //! the appending process. Whether it survives a crash of Redis or of its machine is Redis's
