@@ -9,6 +9,7 @@
 //!   QUEUE_BENCH_CONFIGS=1000x1,1000x4 cargo bench -p searchwire-queue --bench throughput
 //!   QUEUE_BENCH_PIPELINE=1 ...   # the consumer acks batch k while it leases batch k+1
 //!   QUEUE_BENCH_BACKENDS=redis ...  # only this backend (embedded, redis; default both)
+//!   QUEUE_BENCH_SMALL=0 ...         # Redis: RedisConfig::small_append (0: no one-call appends)
 //!   QUEUE_BENCH_OPEN=200000 ...     # also: how long an embedded open takes with this backlog
 //!   QUEUE_BENCH_FAIL=20000 ...      # also: embedded lease + reschedule, lease + dead-letter
 //!
@@ -374,6 +375,7 @@ fn main() {
                 for &(batch, conc) in &configs {
                     let mut c = RedisConfig::new(url.clone());
                     c.stream = format!("bench-{}-{batch}-{conc}", std::process::id());
+                    c.small_append = env_usize("QUEUE_BENCH_SMALL", c.small_append);
                     let q = Queue::connect_redis(c).await.unwrap();
                     let n = if batch * conc < 16 { n.min(10_000) } else { n };
                     bench("redis", &q, n, batch, conc, runs).await;

@@ -1,5 +1,6 @@
 //! One behaviour, two backends: every scenario here runs against the embedded (redb) queue
-//! and the Redis Streams queue. The Redis half needs `SEARCHWIRE_TEST_REDIS` (scripts/test
+//! and the Redis Streams queue (three times: as configured by default, with every append on
+//! the transaction path, and with every append one script call). The Redis part needs `SEARCHWIRE_TEST_REDIS` (scripts/test
 //! starts a server and sets it; with `SEARCHWIRE_REQUIRE_REDIS=1` a missing server fails).
 //! Time is a manual clock: no test sleeps.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -561,6 +562,25 @@ macro_rules! conformance {
                 #[tokio::test]
                 async fn $name() {
                     super::$name(super::Backend::Redis).await
+                }
+            )*
+        }
+        /// Every append through the transaction path (by default a single message is one
+        /// script call).
+        mod redis_transactions {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::RedisTransactions).await
+                }
+            )*
+        }
+        /// Every append one script call.
+        mod redis_one_call {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::RedisOneCall).await
                 }
             )*
         }

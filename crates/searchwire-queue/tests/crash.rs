@@ -6,6 +6,9 @@
 //!   still queued (with its payload) or was acked, and nothing acked is queued.
 //! - Redis: two consumer processes share one queue; one is killed while it holds leases.
 //!   The other takes over once the leases time out, and every message is delivered.
+//! - Redis: a child appends (in one script call or through transactions) and acks as the
+//!   embedded one does, killed 20+ times: the same counts, and no append is left half
+//!   written (every record has its hash and arrival entry and is scheduled or held).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -20,7 +23,7 @@ use searchwire_queue::{
     Appended, EmbeddedConfig, MessageId, NewMessage, Queue, QueueOptions, RedisConfig,
 };
 
-/// Set in a child: which role it plays ("embedded" or "redis-consumer").
+/// Set in a child: which role it plays ("embedded", "redis-consumer" or "redis-appender").
 const ROLE_ENV: &str = "SEARCHWIRE_QUEUE_CRASH_ROLE";
 /// The data directory (embedded) or stream name (Redis) the child works on.
 const TARGET_ENV: &str = "SEARCHWIRE_QUEUE_CRASH_TARGET";
@@ -126,17 +129,22 @@ fn child_process() {
     match role.as_str() {
         "embedded" => rt.block_on(embedded_child(&target)),
         "redis-consumer" => rt.block_on(redis_consumer(&target)),
+        "redis-appender" => rt.block_on(redis_appender(&target)),
         other => panic!("unknown child role {other}"),
     }
 }
 
-/// Appends (4 tasks, batches of 1..=16) and leases+acks, forever; reports after each call
-/// returned: `A <id> <payload>` and `K <id>`, and `k <id>` before an ack is sent.
 async fn embedded_child(dir: &str) {
     let mut c = EmbeddedConfig::new(dir);
     c.options = QueueOptions::default().lease_timeout(Duration::from_millis(200));
     let q = Queue::open_embedded(c).unwrap();
     println!("READY");
+    append_and_ack(q).await;
+}
+
+/// Appends (4 tasks, batches of 1..=16) and leases+acks, forever; reports after each call
+/// returned: `A <id> <payload>` and `K <id>`, and `k <id>` before an ack is sent.
+async fn append_and_ack(q: Queue) {
     let nonce = format!("{}-{:x}", std::process::id(), fastrand::u64(..));
     let mut tasks = Vec::new();
     for t in 0..4 {
@@ -189,75 +197,77 @@ async fn embedded_child(dir: &str) {
 fn embedded_kill_9_loses_no_returned_append_and_resurrects_no_ack() {
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().to_str().unwrap().to_owned();
-    let mut appended: HashMap<u64, String> = HashMap::new();
-    let mut acked: HashSet<u64> = HashSet::new();
-    let mut ack_sent: HashSet<u64> = HashSet::new();
+    let mut reports = Reports::default();
     let rt = tokio::runtime::Runtime::new().unwrap();
     for round in 0..ROUNDS {
-        let mut child = Killed(spawn_child("embedded", &target, &[]));
+        reports.run_and_kill("embedded", &target);
+        // Open what the kill left and count.
+        let present = rt.block_on(async {
+            let q = Queue::open_embedded(EmbeddedConfig::new(&target)).unwrap();
+            let present = everything_kept(&q).await;
+            if let Queue::Embedded(e) = &q {
+                e.close().await.unwrap();
+            }
+            present
+        });
+        reports.check(round, &present);
+    }
+    reports.summary();
+}
+
+/// What the children of a crash test reported, over all its rounds.
+#[derive(Default)]
+struct Reports {
+    appended: HashMap<u64, String>,
+    acked: HashSet<u64>,
+    ack_sent: HashSet<u64>,
+}
+
+impl Reports {
+    /// Starts a child in `role` on `target` and SIGKILLs it at a random moment of its load,
+    /// 5–300 ms after its queue opened; then reads what it reported.
+    fn run_and_kill(&mut self, role: &str, target: &str) {
+        let mut child = Killed(spawn_child(role, target, &[]));
         let rx = lines(&mut child.0);
         wait_for(&rx, "READY", Duration::from_secs(60));
-        // The kill lands at a random moment of the load, 5–300 ms after the queue opened.
         std::thread::sleep(Duration::from_millis(fastrand::u64(5..300)));
         assert!(
             child.0.try_wait().unwrap().is_none(),
             "the child exited on its own"
         );
         kill(&mut child.0);
+        self.read(rx);
+    }
+
+    /// Reads a killed child's lines.
+    fn read(&mut self, rx: mpsc::Receiver<String>) {
         for line in rx.iter() {
             let mut f = line.splitn(3, ' ');
             match (f.next(), f.next(), f.next()) {
                 (Some("A"), Some(id), Some(p)) => {
-                    appended.insert(id.parse().unwrap(), p.to_owned());
+                    self.appended.insert(id.parse().unwrap(), p.to_owned());
                 }
                 (Some("K"), Some(id), None) => {
-                    acked.insert(id.parse().unwrap());
+                    self.acked.insert(id.parse().unwrap());
                 }
                 (Some("k"), Some(id), None) => {
-                    ack_sent.insert(id.parse().unwrap());
+                    self.ack_sent.insert(id.parse().unwrap());
                 }
                 _ => {}
             }
         }
-        // Open what the kill left and count.
-        let present = rt.block_on(async {
-            let q = Queue::open_embedded(EmbeddedConfig::new(&target)).unwrap();
-            let mut present = HashMap::new();
-            let mut after = None;
-            loop {
-                let page = q.list(after, 1000).await.unwrap();
-                let Some(last) = page.last() else { break };
-                after = Some(last.id);
-                for m in page {
-                    present.insert(m.id.0, String::from_utf8(m.payload).unwrap());
-                }
-            }
-            // A lease the kill (or the 200 ms lease timeout) left unacked counts an attempt
-            // each time it expires, and ends in the dead letters after three: still there.
-            let mut after = None;
-            loop {
-                let page = q.dead_letters(after, 1000).await.unwrap();
-                let Some(last) = page.last() else { break };
-                after = Some(last.message.id);
-                for d in page {
-                    present.insert(
-                        d.message.id.0,
-                        String::from_utf8(d.message.payload).unwrap(),
-                    );
-                }
-            }
-            if let Queue::Embedded(e) = &q {
-                e.close().await.unwrap();
-            }
-            present
-        });
-        for (id, payload) in &appended {
-            if acked.contains(id) {
+    }
+
+    /// Every append that returned is still there (queued or dead) with its payload, unless
+    /// it was acked; nothing acked is.
+    fn check(&self, round: usize, present: &HashMap<u64, String>) {
+        for (id, payload) in &self.appended {
+            if self.acked.contains(id) {
                 assert!(
                     !present.contains_key(id),
                     "round {round}: acked message {id} came back"
                 );
-            } else if ack_sent.contains(id) {
+            } else if self.ack_sent.contains(id) {
                 // Its ack was cut off by a kill: either outcome is right, but never a
                 // different payload.
                 if let Some(p) = present.get(id) {
@@ -272,18 +282,50 @@ fn embedded_kill_9_loses_no_returned_append_and_resurrects_no_ack() {
             }
         }
     }
-    eprintln!(
-        "{ROUNDS} kills: {} appends reported, {} acks reported",
-        appended.len(),
-        acked.len()
-    );
-    assert!(
-        appended.len() > ROUNDS * 10,
-        "too little load to mean anything"
-    );
-    assert!(!acked.is_empty());
-    let cut_off = ack_sent.difference(&acked).count();
-    eprintln!("{cut_off} acks were cut off by a kill");
+
+    fn summary(&self) {
+        eprintln!(
+            "{ROUNDS} kills: {} appends reported, {} acks reported",
+            self.appended.len(),
+            self.acked.len()
+        );
+        assert!(
+            self.appended.len() > ROUNDS * 10,
+            "too little load to mean anything"
+        );
+        assert!(!self.acked.is_empty());
+        let cut_off = self.ack_sent.difference(&self.acked).count();
+        eprintln!("{cut_off} acks were cut off by a kill");
+    }
+}
+
+/// Every message queued or dead, by id, with its payload.
+async fn everything_kept(q: &Queue) -> HashMap<u64, String> {
+    let mut present = HashMap::new();
+    let mut after = None;
+    loop {
+        let page = q.list(after, 1000).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.id);
+        for m in page {
+            present.insert(m.id.0, String::from_utf8(m.payload).unwrap());
+        }
+    }
+    // A lease the kill (or the 200 ms lease timeout) left unacked counts an attempt each
+    // time it expires, and ends in the dead letters after three: still there.
+    let mut after = None;
+    loop {
+        let page = q.dead_letters(after, 1000).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = Some(last.message.id);
+        for d in page {
+            present.insert(
+                d.message.id.0,
+                String::from_utf8(d.message.payload).unwrap(),
+            );
+        }
+    }
+    present
 }
 
 /// A Redis consumer: leases (lease timeout 500 ms, wall clock), reports `L <id>` for each
@@ -387,4 +429,68 @@ fn redis_a_consumer_killed_mid_lease_loses_nothing() {
         "killed consumer held {} leases; the survivor delivered all {N}",
         held.len()
     );
+}
+
+/// A Redis appender: the load of [`append_and_ack`] on the queue `stream` (lease timeout
+/// 200 ms, wall clock), with appends of up to 8 messages in one script call and larger ones
+/// through the transaction path, so a kill can land in either.
+async fn redis_appender(stream: &str) {
+    let mut c = RedisConfig::new(support::redis_url().unwrap());
+    c.stream = stream.to_owned();
+    c.small_append = 8;
+    c.options = QueueOptions::default().lease_timeout(Duration::from_millis(200));
+    let q = Queue::connect_redis(c).await.unwrap();
+    println!("READY");
+    append_and_ack(q).await;
+}
+
+/// How many members each of the queue's structures holds; for a queue at rest they agree:
+/// every record has its hash and arrival entry, and is scheduled or held.
+async fn redis_counts(url: &str, stream: &str) -> [u64; 4] {
+    let client = redis::Client::open(url).unwrap();
+    let mut c = client.get_multiplexed_async_connection().await.unwrap();
+    let (msg, hashes, arrival, ready, delayed, held): (u64, u64, u64, u64, u64, u64) =
+        redis::pipe()
+            .cmd("HLEN")
+            .arg(format!("{stream}:msg"))
+            .cmd("HLEN")
+            .arg(format!("{stream}:hashes"))
+            .cmd("ZCARD")
+            .arg(format!("{stream}:arrival"))
+            .cmd("ZCARD")
+            .arg(format!("{stream}:ready"))
+            .cmd("ZCARD")
+            .arg(format!("{stream}:delayed"))
+            .cmd("HLEN")
+            .arg(format!("{stream}:held"))
+            .query_async(&mut c)
+            .await
+            .unwrap();
+    [msg, hashes, arrival, ready + delayed + held]
+}
+
+#[test]
+fn redis_kill_9_of_an_appender_loses_no_returned_append_and_leaves_no_half_append() {
+    let Some(url) = support::redis_url() else {
+        return;
+    };
+    let stream = support::unique_stream("crash-append");
+    let mut reports = Reports::default();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for round in 0..ROUNDS {
+        reports.run_and_kill("redis-appender", &stream);
+        let present = rt.block_on(async {
+            let counts = redis_counts(&url, &stream).await;
+            assert!(
+                counts.iter().all(|&n| n == counts[0]),
+                "round {round}: records, hashes, arrival and scheduled+held disagree: {counts:?}"
+            );
+            let mut c = RedisConfig::new(url.clone());
+            c.stream = stream.clone();
+            let q = Queue::connect_redis(c).await.unwrap();
+            everything_kept(&q).await
+        });
+        reports.check(round, &present);
+    }
+    reports.summary();
 }

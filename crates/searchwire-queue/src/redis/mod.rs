@@ -60,14 +60,23 @@
 //!
 //! # Atomicity, batching, durability
 //!
-//! Every operation is atomic in Redis. An append reserves its ids with one INCRBY, then
-//! sends its messages in chunks of [`RedisConfig::chunk`], each one `MULTI`/`EXEC` of plain
-//! commands (records, arrival, schedule members) and a small de-duplication script, which
-//! deletes again what it finds queued already; all chunks are pipelined in one round trip,
-//! so two processes appending the same payload store it once. A lease is the lease script
-//! (it returns ids) and one `HMGET` of the records; an ack is one script per 1000 ids,
-//! pipelined. The 1 KB records never pass through Lua on this path (they did in layout 1:
-//! about half of its Redis time per message was the Lua interpreter).
+//! Every operation is atomic in Redis. An append of more than
+//! [`RedisConfig::small_append`] messages reserves its ids with one INCRBY, then sends its
+//! messages in chunks of [`RedisConfig::chunk`], each one `MULTI`/`EXEC` of plain commands
+//! (records, arrival, schedule members) and a small de-duplication script (sent whole with
+//! `EVAL`: an `EVALSHA` inside `MULTI` that met an emptied script cache would fail after the
+//! records were written), which deletes again what it finds queued already; all chunks are
+//! pipelined in one round trip, so two processes appending the same payload store it once.
+//! A smaller append (by default: one message) is one `EVALSHA` of one script that reserves
+//! the ids, de-duplicates and writes the same keys and values: one round trip and, with
+//! `appendfsync always`, one AOF sync instead of two, and a kill of the appender can leave
+//! no gap in the ids; its record passes through Lua, which is why larger appends do not
+//! take this path. If Redis lost its scripts (a restart, `SCRIPT FLUSH`), the `NOSCRIPT`
+//! answer means nothing ran: the scripts are loaded and the call sent again, as for every
+//! other script call. A lease is the lease script (it returns ids) and one `HMGET` of the
+//! records; an ack is one script per 1000 ids, pipelined. The 1 KB records never pass
+//! through Lua in batch appends, leases and acks (they did in layout 1: about half of its
+//! Redis time per message was the Lua interpreter).
 //!
 //! `append` returns when Redis has executed the transactions. That survives the death of
 //! the appending process. Whether it survives a crash of Redis or of its machine is Redis's
@@ -115,6 +124,13 @@ pub const DEFAULT_GROUP: &str = "searchwire";
 /// (other clients wait that long at most) and one AOF write and sync per 1000 messages
 /// (with 256, four).
 pub const DEFAULT_CHUNK: usize = 1000;
+/// Default [`RedisConfig::small_append`]: appends of at most this many messages are one
+/// script call. Measured (docs/benchmarks.md, "Redis: one-call appends"): at one message
+/// per call from 64 tasks the one call gives ~1.4–1.8× the rate at half the client's CPU;
+/// at 10 per call it costs redis-server ~10–20 µs more per message than the transaction
+/// path (in Lua each record is copied and interned a few times over), and at 100 and 1000
+/// more still. Between 1 and 10 it was not measured, so only single messages take it.
+pub const DEFAULT_SMALL_APPEND: usize = 1;
 /// How long connecting (or reconnecting) to Redis may take, per try.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one command may wait for Redis's answer. A lease or append script over a few
@@ -140,6 +156,11 @@ pub struct RedisConfig {
     /// Messages per transaction in an append (at most [`MAX_LEASE`]). Default
     /// [`DEFAULT_CHUNK`].
     pub chunk: usize,
+    /// Appends of at most this many messages are one script call (`EVALSHA`, records
+    /// through Lua) instead of an id reservation plus transactions; 0: never. At most
+    /// [`MAX_LEASE`] is used. Default [`DEFAULT_SMALL_APPEND`]. Both paths store the same
+    /// keys and values.
+    pub small_append: usize,
     /// Lease timeout, consumer name, clock.
     pub options: QueueOptions,
 }
@@ -152,6 +173,7 @@ impl RedisConfig {
             stream: DEFAULT_STREAM.to_owned(),
             group: DEFAULT_GROUP.to_owned(),
             chunk: DEFAULT_CHUNK,
+            small_append: DEFAULT_SMALL_APPEND,
             options: QueueOptions::default(),
         }
     }
@@ -164,6 +186,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("stream", &self.stream)
             .field("group", &self.group)
             .field("chunk", &self.chunk)
+            .field("small_append", &self.small_append)
             .field("options", &self.options)
             .finish()
     }
@@ -200,12 +223,14 @@ impl Keys {
                 k("meta"),
                 k("inflight"),
                 k("leases"),
+                // Read by `scripts::APPEND_SMALL` as KEYS[17].
+                k("seq"),
             ],
         }
     }
 
-    fn seq(&self) -> String {
-        format!("{}:seq", self.all[0])
+    fn seq(&self) -> &str {
+        &self.all[16]
     }
 
     fn msg(&self) -> &str {

@@ -1,6 +1,7 @@
-//! The Lua scripts: each operation is one script (the append: plain commands plus one
-//! script in a `MULTI`/`EXEC`), so it is atomic in Redis and costs one round trip. `KEYS`
-//! are always [`super::Keys::all`] in that order; `ARGV[1]` is always the consumer group.
+//! The Lua scripts: each operation is one script (a large append: plain commands plus one
+//! script in a `MULTI`/`EXEC` per chunk; a small one: [`APPEND_SMALL`] alone), so it is
+//! atomic in Redis and costs one round trip. `KEYS` are always [`super::Keys::all`] in that
+//! order; `ARGV[1]` is always the consumer group.
 //!
 //! What keeps them cheap (issue 12, fourth pass): no 1 KB record crosses Lua on the hot
 //! path (append writes records with a plain `HSET`, lease returns ids and the client reads
@@ -184,6 +185,62 @@ for k = 1, #ex, 2 do
   end
 end
 if #pairs_ > 0 then redis.call('HSET', HASHES, unpack(pairs_)) end
+return out
+"#;
+
+/// A small append in one call (at most [`super::RedisConfig::small_append`] messages):
+/// reserves the ids, checks for duplicates and stores, atomically, so a process killed at
+/// any moment leaves either the whole append or nothing (not even a gap in the ids).
+/// ARGV: group, now, how many ids to reserve (the batch's length: a message's id is the
+/// first reserved plus its position), then per message (distinct payloads) its position in
+/// the batch (0-based), payload hash, `retry_at` and record with the id bytes zero (the
+/// script writes the id in; the id bytes are 3..10 of a record, see `src/record.rs`).
+/// Returns the first reserved id, then per duplicate its place among the messages
+/// (1-based) and the queued id.
+///
+/// The records pass through Lua here (a few KB per call); what this saves at one message
+/// per call is the transaction path's separate `INCRBY` round trip, its six commands and
+/// the de-duplication script's text. Ids must stay below 2^53 (Lua numbers).
+const APPEND_SMALL: &str = r#"
+local SEQ = KEYS[17]
+local now, reserve = tonumber(ARGV[2]), tonumber(ARGV[3])
+local first = redis.call('INCRBY', SEQ, reserve) - reserve + 1
+local hashes = {}
+for i = 5, #ARGV, 4 do hashes[#hashes + 1] = ARGV[i] end
+local ex = redis.call('HMGET', HASHES, unpack(hashes))
+local out, recs, arrival, owned, ready, delayed = {first}, {}, {}, {}, {}, {}
+for k = 1, #ex do
+  local i = 4 * k
+  if ex[k] then
+    out[#out + 1] = k
+    out[#out + 1] = ex[k]
+  else
+    local id = first + tonumber(ARGV[i])
+    local sid, hash, retry_at, rec = string.format('%d', id), ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+    rec = sub(rec, 1, 2) .. u64(id) .. sub(rec, 11)
+    recs[#recs + 1] = sid
+    recs[#recs + 1] = rec
+    arrival[#arrival + 1] = sid
+    arrival[#arrival + 1] = sid
+    owned[#owned + 1] = hash
+    owned[#owned + 1] = sid
+    local skey = skey_of(rec, hash, sid)
+    if tonumber(retry_at) <= now then
+      ready[#ready + 1] = 0
+      ready[#ready + 1] = skey
+    else
+      delayed[#delayed + 1] = retry_at
+      delayed[#delayed + 1] = skey
+    end
+  end
+end
+if #recs > 0 then
+  redis.call('HSET', MSG, unpack(recs))
+  redis.call('ZADD', ARRIVAL, unpack(arrival))
+  redis.call('HSET', HASHES, unpack(owned))
+  if #ready > 0 then redis.call('ZADD', READY, unpack(ready)) end
+  if #delayed > 0 then redis.call('ZADD', DELAYED, unpack(delayed)) end
+end
 return out
 "#;
 
@@ -453,6 +510,8 @@ pub(super) struct Scripts {
     /// Run with EVAL inside the append's `MULTI` (an EVALSHA there that met an emptied
     /// script cache would fail after the records were written); this is its source.
     pub append_source: String,
+    /// A whole small append in one call (`EVALSHA`, outside any transaction).
+    pub append_small: redis::Script,
     pub replay: redis::Script,
     pub lease: redis::Script,
     pub ack: redis::Script,
@@ -470,6 +529,7 @@ impl Scripts {
         let s = |body: &str| redis::Script::new(&format!("{COMMON}{body}"));
         Scripts {
             append_source: APPEND.to_owned(),
+            append_small: s(APPEND_SMALL),
             replay: s(REPLAY),
             lease: s(LEASE),
             ack: s(ACK),
@@ -483,8 +543,9 @@ impl Scripts {
         }
     }
 
-    pub(super) fn all(&self) -> [&redis::Script; 10] {
+    pub(super) fn all(&self) -> [&redis::Script; 11] {
         [
+            &self.append_small,
             &self.replay,
             &self.lease,
             &self.ack,

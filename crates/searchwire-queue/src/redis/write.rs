@@ -56,6 +56,29 @@ fn chunk_size(configured: usize) -> usize {
     configured.clamp(1, MAX_LEASE)
 }
 
+/// Reads an append script's duplicates — (position, 1-based, among the messages sent;
+/// queued id) pairs — into `out`, at `offset` plus the position.
+fn duplicates_into(dups: &[Value], offset: usize, out: &mut [Option<MessageId>]) -> Result<()> {
+    for pair in dups.chunks(2) {
+        let (Some(Value::Int(pos)), Some(Value::BulkString(id))) = (pair.first(), pair.get(1))
+        else {
+            return Err(Error::corrupt(format!("unexpected append result {pair:?}")));
+        };
+        let existing = std::str::from_utf8(id)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| Error::corrupt("a queued id is not a number"))?;
+        let at = usize::try_from(*pos)
+            .ok()
+            .and_then(|p| p.checked_sub(1))
+            .map(|p| offset + p)
+            .filter(|&i| i < out.len())
+            .ok_or_else(|| Error::corrupt("a duplicate's position is out of range"))?;
+        out[at] = Some(MessageId(existing));
+    }
+    Ok(())
+}
+
 /// An error reply inside an `EXEC`'s answer, as an error.
 fn check_exec(v: &Value) -> Result<&[Value]> {
     match v {
@@ -77,44 +100,51 @@ fn check_exec(v: &Value) -> Result<&[Value]> {
 }
 
 impl RedisQueue {
-    /// See [`Queue::append`](crate::Queue::append).
+    /// See [`Queue::append`](crate::Queue::append). Up to
+    /// [`RedisConfig::small_append`](super::RedisConfig::small_append) messages: one script
+    /// call ([`Self::append_small`]); more: an id reservation, then the transactions of
+    /// [`Self::store_new`].
     pub async fn append(&self, batch: Vec<NewMessage>) -> Result<Vec<Appended>> {
         crate::check_batch(&batch)?;
         if batch.is_empty() {
             return Ok(Vec::new());
         }
         let now = self.now();
-        let mut conn = self.conn.clone();
-        let last: u64 = redis::cmd("INCRBY")
-            .arg(self.keys.seq())
-            .arg(batch.len())
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| redis_err("reserving message ids", e))?;
-        let first = last + 1 - batch.len() as u64;
         // Duplicates within the batch are found here; Redis sees each payload once.
         let mut first_of: HashMap<PayloadHash, usize> = HashMap::with_capacity(batch.len());
         let mut same_as = Vec::with_capacity(batch.len());
-        let mut messages = Vec::with_capacity(batch.len());
+        let mut distinct: Vec<(usize, PayloadHash)> = Vec::with_capacity(batch.len());
         for (i, n) in batch.iter().enumerate() {
-            let id = MessageId(first + i as u64);
             let hash = PayloadHash::of(&n.payload);
             if let Some(&j) = first_of.get(&hash) {
                 same_as.push(Err(j));
                 continue;
             }
             first_of.insert(hash, i);
-            same_as.push(Ok(messages.len()));
-            let retry_at = n.retry_at.unwrap_or(now);
-            messages.push(Stored {
-                id: id.0.to_string(),
-                member: member(n.priority, retry_at, id, &hash),
-                hash,
-                retry_at,
-                record: record::encode_new(n, id, &hash, now),
-            });
+            same_as.push(Ok(distinct.len()));
+            distinct.push((i, hash));
         }
-        let queued = self.store_new(&messages, now).await?;
+        let (first, queued) = if batch.len() <= self.config.small_append.min(MAX_LEASE) {
+            self.append_small(&batch, &distinct, now).await?
+        } else {
+            let first = self.reserve_ids(batch.len()).await?;
+            let messages: Vec<Stored> = distinct
+                .iter()
+                .map(|&(i, hash)| {
+                    let n = &batch[i];
+                    let id = MessageId(first + i as u64);
+                    let retry_at = n.retry_at.unwrap_or(now);
+                    Stored {
+                        id: id.0.to_string(),
+                        member: member(n.priority, retry_at, id, &hash),
+                        hash,
+                        retry_at,
+                        record: record::encode_new(n, id, &hash, now),
+                    }
+                })
+                .collect();
+            (first, self.store_new(&messages, now).await?)
+        };
         let mut out: Vec<Appended> = Vec::with_capacity(batch.len());
         for (i, s) in same_as.iter().enumerate() {
             let a = match *s {
@@ -127,6 +157,50 @@ impl RedisQueue {
             out.push(a);
         }
         Ok(out)
+    }
+
+    /// Reserves `n` message ids; returns the first.
+    async fn reserve_ids(&self, n: usize) -> Result<u64> {
+        let mut conn = self.conn.clone();
+        let last: u64 = redis::cmd("INCRBY")
+            .arg(self.keys.seq())
+            .arg(n)
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| redis_err("reserving message ids", e))?;
+        Ok(last + 1 - n as u64)
+    }
+
+    /// A whole append in one `EVALSHA` of `scripts::APPEND_SMALL`: ids, de-duplication and
+    /// the writes, atomically, in one round trip (and, with `appendfsync always`, one AOF
+    /// sync). `distinct` is the batch's first message of each payload, with its hash.
+    /// Returns the first id reserved and, per distinct message, the queued id it
+    /// duplicates (it was not stored), or `None`. If Redis lost its script cache the script
+    /// is loaded and sent again (a NOSCRIPT reply means it did not run).
+    async fn append_small(
+        &self,
+        batch: &[NewMessage],
+        distinct: &[(usize, PayloadHash)],
+        now: Timestamp,
+    ) -> Result<(u64, Vec<Option<MessageId>>)> {
+        let mut inv = self.invocation(&self.scripts.append_small);
+        inv.arg(now.as_millis()).arg(batch.len());
+        for &(i, hash) in distinct {
+            let n = &batch[i];
+            inv.arg(i)
+                .arg(&hash.0[..])
+                .arg(n.retry_at.unwrap_or(now).as_millis())
+                .arg(record::encode_new(n, MessageId(0), &hash, now));
+        }
+        let answer: Vec<Value> = self.run("appending", &inv).await?;
+        let Some((Value::Int(first), dups)) = answer.split_first() else {
+            return Err(Error::corrupt("the append script answered no first id"));
+        };
+        let first =
+            u64::try_from(*first).map_err(|_| Error::corrupt("a negative first message id"))?;
+        let mut out = vec![None; distinct.len()];
+        duplicates_into(dups, 0, &mut out)?;
+        Ok((first, out))
     }
 
     /// Stores `messages` (distinct payloads): per chunk one `MULTI`/`EXEC` with the records,
@@ -190,24 +264,7 @@ impl RedisQueue {
             let Some(Value::Array(dups)) = items.last() else {
                 return Err(Error::corrupt("the append script answered no list"));
             };
-            for pair in dups.chunks(2) {
-                let (Some(Value::Int(pos)), Some(Value::BulkString(id))) =
-                    (pair.first(), pair.get(1))
-                else {
-                    return Err(Error::corrupt(format!("unexpected append result {pair:?}")));
-                };
-                let existing = std::str::from_utf8(id)
-                    .ok()
-                    .and_then(|s| s.parse().ok())
-                    .ok_or_else(|| Error::corrupt("a queued id is not a number"))?;
-                let at = usize::try_from(*pos)
-                    .ok()
-                    .and_then(|p| p.checked_sub(1))
-                    .map(|p| c * chunk + p)
-                    .filter(|&i| i < out.len())
-                    .ok_or_else(|| Error::corrupt("a duplicate's position is out of range"))?;
-                out[at] = Some(MessageId(existing));
-            }
+            duplicates_into(dups, c * chunk, &mut out)?;
         }
         Ok(out)
     }

@@ -19,7 +19,12 @@ pub const T0: Timestamp = Timestamp::from_millis(1_767_225_600_000);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {
     Embedded,
+    /// Redis as configured by default (appends of a few messages are one script call).
     Redis,
+    /// Redis with every append on the transaction path (`small_append` 0).
+    RedisTransactions,
+    /// Redis with every append (up to `MAX_LEASE` messages) one script call.
+    RedisOneCall,
 }
 
 /// The Redis URL, or `None` (skip) when there is none and it is not required.
@@ -57,7 +62,9 @@ impl Ctx {
         let clock = ManualClock::new(T0);
         let (dir, url) = match backend {
             Backend::Embedded => (Some(tempfile::tempdir().unwrap()), None),
-            Backend::Redis => (None, Some(redis_url()?)),
+            Backend::Redis | Backend::RedisTransactions | Backend::RedisOneCall => {
+                (None, Some(redis_url()?))
+            }
         };
         let mut ctx = Ctx {
             backend,
@@ -86,10 +93,15 @@ impl Ctx {
                 c.options = self.options(consumer);
                 Queue::open_embedded(c).unwrap()
             }
-            Backend::Redis => {
+            Backend::Redis | Backend::RedisTransactions | Backend::RedisOneCall => {
                 let mut c = RedisConfig::new(self.url.clone().unwrap());
                 c.stream = self.stream.clone();
                 c.options = self.options(consumer);
+                match self.backend {
+                    Backend::RedisTransactions => c.small_append = 0,
+                    Backend::RedisOneCall => c.small_append = searchwire_queue::redis::MAX_LEASE,
+                    _ => {}
+                }
                 Queue::connect_redis(c).await.unwrap()
             }
         }
