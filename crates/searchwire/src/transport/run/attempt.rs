@@ -1,6 +1,9 @@
 //! One attempt: its timer (the attempt timeout and the deadline), its classification
 //! and its report; and the liveness check of a node whose attempt timed out.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -14,6 +17,8 @@ use crate::nodes::pool::PoolNode;
 use crate::observe::context::RetryId;
 use crate::observe::AttemptEvent;
 use crate::shared::Inner;
+
+use super::timer::AttemptTimer;
 
 /// The outcome of one attempt, before it is turned into a record.
 pub(in crate::transport) struct AttemptResult {
@@ -58,6 +63,35 @@ pub(super) async fn node_answers(
     Some(answered)
 }
 
+/// An attempt's exchange bounded by its timer: the answer, or `None` when the timer fired
+/// first. Polled like tokio's `Timeout`: the exchange first, then the timer, which still
+/// gets its turn when the exchange used up the task's coop budget.
+struct Bounded {
+    send: SendFuture,
+    /// `None`: nothing bounds the attempt.
+    timer: Option<AttemptTimer>,
+}
+
+impl Future for Bounded {
+    type Output = Option<Result<RawResponse, SendError>>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let had_budget = tokio::task::coop::has_budget_remaining();
+        if let Poll::Ready(answer) = self.send.as_mut().poll(cx) {
+            return Poll::Ready(Some(answer));
+        }
+        let Some(timer) = self.timer.as_mut() else {
+            return Poll::Pending;
+        };
+        let fired = if had_budget && !tokio::task::coop::has_budget_remaining() {
+            Pin::new(&mut tokio::task::coop::unconstrained(timer)).poll(cx)
+        } else {
+            Pin::new(timer).poll(cx)
+        };
+        fired.map(|()| None)
+    }
+}
+
 /// Which attempt of the request this is (1-based) and when it started.
 pub(super) struct Started {
     pub(super) number: u32,
@@ -69,9 +103,9 @@ pub(super) struct Started {
 /// the outcome, and reports it (span, log, observer). Returns the classified result, how
 /// long the attempt took and when it ended.
 ///
-/// One timer bounds the attempt: it fires at the earlier of the attempt's end and the
-/// deadline, and which of the two it was decides the outcome (the deadline when it comes
-/// no later than the attempt's end).
+/// One timer bounds the attempt (a finished attempt's, kept for reuse: see `timer.rs`):
+/// it fires at the earlier of the attempt's end and the deadline, and which of the two it
+/// was decides the outcome (the deadline when it comes no later than the attempt's end).
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn run_attempt(
     inner: &Inner,
@@ -107,22 +141,19 @@ pub(super) async fn run_attempt(
     // An attempt timeout too large to represent as an instant bounds nothing.
     let attempt_end = attempt_timeout.and_then(|t| attempt_start.checked_add(t));
     let deadline_first = deadline.filter(|d| attempt_end.is_none_or(|a| *d <= a));
-    let bounded = async {
-        match deadline_first.or(attempt_end) {
-            Some(at) => match tokio::time::timeout_at(at, send).await {
-                Ok(r) => Some(Some(r)),
-                // The deadline passed: the request ends, its node is not judged.
-                Err(_) if deadline_first.is_some() => None,
-                Err(_) => Some(None),
-            },
-            None => Some(Some(send.await)),
-        }
-    };
+    let timer = deadline_first.or(attempt_end).map(AttemptTimer::at);
+    let bounded = Bounded { send, timer };
     // Entering a span nobody listens to is skipped (the common case has no subscriber).
-    let outcome: Option<Option<Result<RawResponse, SendError>>> = if span.is_disabled() {
+    let answer = if span.is_disabled() {
         bounded.await
     } else {
         bounded.instrument(span.clone()).await
+    };
+    let outcome: Option<Option<Result<RawResponse, SendError>>> = match answer {
+        Some(r) => Some(Some(r)),
+        // The deadline passed: the request ends, its node is not judged.
+        None if deadline_first.is_some() => None,
+        None => Some(None),
     };
     let end = Instant::now();
     let elapsed = end.saturating_duration_since(attempt_start);

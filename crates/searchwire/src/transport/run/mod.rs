@@ -2,11 +2,13 @@
 //!
 //! The hot path lives here: [`execute`] runs the first attempt inline and returns a
 //! success from there. `attempt.rs` runs one attempt (its timer, classification and
-//! report) and the liveness check after an attempt timeout; `retry.rs` is the rest of the
-//! loop (settling a failed attempt, the retry decision, backoff).
+//! report) and the liveness check after an attempt timeout; `timer.rs` is the attempt
+//! timer (kept per thread for the next attempt); `retry.rs` is the rest of the loop
+//! (settling a failed attempt, the retry decision, backoff).
 
 mod attempt;
 mod retry;
+mod timer;
 
 use std::sync::Arc;
 use std::time::Duration;

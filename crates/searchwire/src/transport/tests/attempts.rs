@@ -748,3 +748,35 @@ async fn a_deadline_at_the_attempt_timeout_ends_the_request_as_the_deadline() {
     assert!(cl.nodes()[0].alive);
     assert!(c.resets().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_timeout_fires_on_time_with_a_timer_kept_from_earlier_attempts() {
+    // An attempt's timer is a finished attempt's, kept (`run/timer.rs`): still registered
+    // at its old instant, with the waker of whoever polled it last. Neither may move the
+    // next attempt's timeout: not answered requests, not a cancelled one.
+    let c = Scripted::default();
+    let cl = client(1, &c, |b| b.attempt_timeout(ms(250)));
+    c.on_path(1, "/slow", Step::Hang);
+    c.default_step(1, Step::Root);
+    for _ in 0..3 {
+        cl.send(Request::get("/")).await.unwrap();
+    }
+    let cancelled = tokio::time::timeout(ms(100), cl.send(Request::get("/slow"))).await;
+    assert!(cancelled.is_err(), "the caller gave up first");
+    let t0 = Instant::now();
+    let e = cl.send(Request::get("/slow")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AttemptTimeout, "{e}");
+    assert_eq!(
+        Instant::now() - t0,
+        ms(250),
+        "the node answered its check at once"
+    );
+    // And a later attempt with an earlier end than the kept timer's.
+    let t1 = Instant::now();
+    let e = cl
+        .send(Request::get("/slow").attempt_timeout(ms(40)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AttemptTimeout, "{e}");
+    assert_eq!(Instant::now() - t1, ms(40));
+}
