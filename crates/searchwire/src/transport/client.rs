@@ -195,12 +195,13 @@ impl Client {
             }
         }
         let started = Instant::now();
-        let execute = crate::transport::run::execute(&self.inner, &request, id, started);
+        let execute = || crate::transport::run::execute(&self.inner, &request, id, started);
         // Entering a span nobody listens to is skipped (the common case has no subscriber).
+        // The future is made where it is awaited, so it is not moved once more.
         let result = if span.is_disabled() {
-            execute.await
+            execute().await
         } else {
-            execute.instrument(span.clone()).await
+            execute().instrument(span.clone()).await
         };
         let (status, attempts, error) = match &result {
             Ok(r) => (Some(r.status()), r.attempts().len(), None),
