@@ -135,9 +135,13 @@ pub(super) async fn run_attempt(
     if number > 1 {
         span.record("http.request.resend_count", number - 1);
     }
-    let current = tracing::Span::current();
-    current.record("server.address", node.addr.host());
-    current.record("server.port", node.addr.port());
+    // The request span (info) is the current one when enabled; with info off there is no
+    // span of ours to record on, and looking the current one up costs on every attempt.
+    if tracing::level_enabled!(tracing::Level::INFO) {
+        let current = tracing::Span::current();
+        current.record("server.address", node.addr.host());
+        current.record("server.port", node.addr.port());
+    }
     // An attempt timeout too large to represent as an instant bounds nothing.
     let attempt_end = attempt_timeout.and_then(|t| attempt_start.checked_add(t));
     let deadline_first = deadline.filter(|d| attempt_end.is_none_or(|a| *d <= a));
@@ -201,19 +205,21 @@ pub(super) async fn run_attempt(
     if let Some(s) = status {
         span.record("http.response.status_code", s.as_u16());
     }
-    span.in_scope(|| {
-        tracing::debug!(
-            retry_id = %request_id,
-            cluster = %inner.cluster_name,
-            attempt = number,
-            node = %node.addr,
-            index = request.index().unwrap_or(""),
-            outcome = result.kind.as_str(),
-            status = status.map(|s| s.as_u16()),
-            elapsed_ms = elapsed.as_millis() as u64,
-            "attempt finished"
-        )
-    });
+    if tracing::level_enabled!(tracing::Level::DEBUG) {
+        span.in_scope(|| {
+            tracing::debug!(
+                retry_id = %request_id,
+                cluster = %inner.cluster_name,
+                attempt = number,
+                node = %node.addr,
+                index = request.index().unwrap_or(""),
+                outcome = result.kind.as_str(),
+                status = status.map(|s| s.as_u16()),
+                elapsed_ms = elapsed.as_millis() as u64,
+                "attempt finished"
+            )
+        });
+    }
     inner.observer.attempt_finished(&AttemptEvent {
         method: &request.method,
         path: &request.path,
