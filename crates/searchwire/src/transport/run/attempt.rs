@@ -14,11 +14,11 @@ use crate::http::connector::{RawResponse, SendError, SendFuture};
 use crate::message::error::{AttemptTimedOut, BoxError};
 use crate::message::request::Request;
 use crate::nodes::pool::PoolNode;
-use crate::observe::context::RetryId;
 use crate::observe::AttemptEvent;
 use crate::shared::Inner;
 
 use super::timer::AttemptTimer;
+use super::RequestId;
 
 /// The outcome of one attempt, before it is turned into a record.
 pub(in crate::transport) struct AttemptResult {
@@ -110,7 +110,7 @@ pub(super) struct Started {
 pub(super) async fn run_attempt(
     inner: &Inner,
     request: &Request,
-    request_id: RetryId,
+    request_id: &RequestId,
     node: &PoolNode,
     send: SendFuture,
     started: Started,

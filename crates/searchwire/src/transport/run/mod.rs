@@ -7,6 +7,7 @@
 //! (settling a failed attempt, the retry decision, backoff).
 
 mod attempt;
+mod request_id;
 mod retry;
 mod timer;
 
@@ -26,7 +27,6 @@ use crate::message::error::{Attempt, Error, ErrorKind};
 use crate::message::request::{Deadline, Request};
 use crate::message::response::{Attempts, Response};
 use crate::nodes::pool::PoolNode;
-use crate::observe::context::RetryId;
 use crate::observe::BreakerEvent;
 use crate::policy::breaker::{Admission, BreakerState, Change, ProbeSlot, Verdict};
 use crate::shared::Inner;
@@ -34,6 +34,7 @@ use crate::transport::failure::circuit_open_error;
 
 pub(in crate::transport) use attempt::AttemptResult;
 use attempt::{run_attempt, Started};
+pub(in crate::transport) use request_id::RequestId;
 
 /// The request's deadline: its own (an instant, or its timeout from `start`), else the
 /// client's default timeout from `start`, else none.
@@ -86,7 +87,7 @@ pub(super) fn build_http(
 struct Run<'a> {
     inner: &'a Arc<Inner>,
     request: &'a Request,
-    request_id: RetryId,
+    request_id: &'a RequestId,
     start: Instant,
     deadline: Option<Instant>,
     attempt_timeout: Option<Duration>,
@@ -102,7 +103,7 @@ struct Run<'a> {
 pub(super) async fn execute(
     inner: &Arc<Inner>,
     request: &Request,
-    request_id: RetryId,
+    request_id: &RequestId,
     start: Instant,
 ) -> Result<Response, Error> {
     let deadline = effective_deadline(inner, request, start);

@@ -7,13 +7,12 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::attempt::{node_answers, AttemptResult};
-use super::{admit, no_node, Run};
+use super::{admit, no_node, RequestId, Run};
 use crate::classify::OutcomeKind;
 use crate::message::error::{Attempt, Error, ErrorKind};
 use crate::message::request::Request;
 use crate::message::response::{Attempts, Response};
 use crate::nodes::pool::PoolNode;
-use crate::observe::context::RetryId;
 use crate::observe::{DenyReason, RetryDeniedEvent, RetryEvent};
 use crate::policy::breaker::ProbeSlot;
 use crate::policy::plan::{Decision, Delay, Facts, Gate, Stop};
@@ -227,7 +226,7 @@ fn deadline_exceeded(
 fn plan_retry<'a>(
     inner: &'a Inner,
     request: &Request,
-    request_id: RetryId,
+    request_id: &RequestId,
     node: &PoolNode,
     result: &AttemptResult,
     number: u32,
@@ -384,7 +383,7 @@ fn plan_retry<'a>(
 pub(super) fn retry_denied(
     inner: &Inner,
     request: &Request,
-    request_id: RetryId,
+    request_id: &RequestId,
     attempt: u32,
     node: &PoolNode,
     last: &AttemptResult,

@@ -780,3 +780,35 @@ async fn an_attempt_timeout_fires_on_time_with_a_timer_kept_from_earlier_attempt
     assert_eq!(e.kind(), ErrorKind::AttemptTimeout, "{e}");
     assert_eq!(Instant::now() - t1, ms(40));
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_retry_id_is_made_only_when_a_span_or_log_shows_it() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static READS: AtomicUsize = AtomicUsize::new(0);
+    fn counted() -> SystemTime {
+        READS.fetch_add(1, Ordering::SeqCst);
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+    let c = Scripted::default();
+    let mut cl = client(1, &c, |b| b);
+    Arc::get_mut(&mut cl.inner).unwrap().wall_clock = counted;
+    // Nobody listens: no wall-clock reading for an id (the one reading is the retry's
+    // look for an HTTP-date `Retry-After`).
+    c.push(1, Step::Status(503));
+    cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(READS.load(Ordering::SeqCst), 1);
+    // With a subscriber the request span shows it at the start: one reading more, one id
+    // for the request and its attempts.
+    let capture = crate::testing::Warnings::default();
+    let _guard = capture.install();
+    c.push(1, Step::Status(503));
+    cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(READS.load(Ordering::SeqCst), 3);
+    let id = capture.spans("searchwire.request")[0]
+        .get("retry_id")
+        .map(str::to_string);
+    assert!(id.is_some());
+    let attempts = capture.spans("searchwire.attempt");
+    assert_eq!(attempts.len(), 2);
+    assert!(attempts.iter().all(|a| a.get("retry_id") == id.as_deref()));
+}
