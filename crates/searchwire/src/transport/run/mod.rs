@@ -60,10 +60,15 @@ pub(super) fn build_http(
     query: &str,
 ) -> Result<http::Request<Full<Bytes>>, Error> {
     let uri = node.uri(request.sent_path(), query)?;
-    // Sized for the headers hyper may add (`content-length`): a clone of the defaults
-    // would be full, and hyper's first insert would reallocate it.
-    let mut headers =
-        http::HeaderMap::with_capacity(inner.headers.len() + request.headers.len() + 3);
+    let body = request.body.clone().unwrap_or_default();
+    let mut req = http::Request::new(Full::new(body));
+    *req.method_mut() = request.method.clone();
+    *req.uri_mut() = uri;
+    // The request's own (empty) map, filled in place: no second map built, moved in and
+    // the empty one dropped. Sized for the headers hyper may add (`content-length`): a
+    // clone of the defaults would be full, and hyper's first insert would reallocate it.
+    let headers = req.headers_mut();
+    headers.reserve(inner.headers.len() + request.headers.len() + 3);
     // The `Host` header hyper would add, made once per node; a default or the request's
     // own `Host` replaces it, as hyper leaves a set one alone.
     if let Some(host) = node.host_header() {
@@ -75,11 +80,6 @@ pub(super) fn build_http(
     for (k, v) in request.headers.iter() {
         headers.insert(k, v.clone());
     }
-    let body = request.body.clone().unwrap_or_default();
-    let mut req = http::Request::new(Full::new(body));
-    *req.method_mut() = request.method.clone();
-    *req.uri_mut() = uri;
-    *req.headers_mut() = headers;
     Ok(req)
 }
 
