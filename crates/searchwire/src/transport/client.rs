@@ -15,12 +15,12 @@ use crate::message::error::Error;
 use crate::message::request::Request;
 use crate::message::response::Response;
 use crate::nodes::pool::{Pool, PoolNode};
-use crate::observe::context::RetryId;
 use crate::observe::RequestEvent;
 use crate::policy::breaker::{Breaker, BreakerState};
 use crate::policy::budget::Budget;
 use crate::policy::load::RetryCounter;
 use crate::shared::{DeathHooks, Inner};
+use crate::transport::run::RequestId;
 
 /// A resilient client for a cluster of OpenSearch or Elasticsearch nodes.
 ///
@@ -172,7 +172,9 @@ impl Client {
         request.validate()?;
         crate::discovery::ensure_started(&self.inner);
         crate::health::refresh::ensure_started(&self.inner);
-        let id = RetryId::new((self.inner.wall_clock)());
+        // Made when a span or log first shows it: no clock reading or UUID per request
+        // when nothing is listening.
+        let id = RequestId::new(self.inner.wall_clock);
         let span = tracing::info_span!(
             "searchwire.request",
             otel.kind = "client",
@@ -195,12 +197,13 @@ impl Client {
             }
         }
         let started = Instant::now();
-        let execute = crate::transport::run::execute(&self.inner, &request, id, started);
+        let execute = || crate::transport::run::execute(&self.inner, &request, &id, started);
         // Entering a span nobody listens to is skipped (the common case has no subscriber).
+        // The future is made where it is awaited, so it is not moved once more.
         let result = if span.is_disabled() {
-            execute.await
+            execute().await
         } else {
-            execute.instrument(span.clone()).await
+            execute().instrument(span.clone()).await
         };
         let (status, attempts, error) = match &result {
             Ok(r) => (Some(r.status()), r.attempts().len(), None),

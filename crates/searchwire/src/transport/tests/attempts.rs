@@ -748,3 +748,67 @@ async fn a_deadline_at_the_attempt_timeout_ends_the_request_as_the_deadline() {
     assert!(cl.nodes()[0].alive);
     assert!(c.resets().is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_attempt_timeout_fires_on_time_with_a_timer_kept_from_earlier_attempts() {
+    // An attempt's timer is a finished attempt's, kept (`run/timer.rs`): still registered
+    // at its old instant, with the waker of whoever polled it last. Neither may move the
+    // next attempt's timeout: not answered requests, not a cancelled one.
+    let c = Scripted::default();
+    let cl = client(1, &c, |b| b.attempt_timeout(ms(250)));
+    c.on_path(1, "/slow", Step::Hang);
+    c.default_step(1, Step::Root);
+    for _ in 0..3 {
+        cl.send(Request::get("/")).await.unwrap();
+    }
+    let cancelled = tokio::time::timeout(ms(100), cl.send(Request::get("/slow"))).await;
+    assert!(cancelled.is_err(), "the caller gave up first");
+    let t0 = Instant::now();
+    let e = cl.send(Request::get("/slow")).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AttemptTimeout, "{e}");
+    assert_eq!(
+        Instant::now() - t0,
+        ms(250),
+        "the node answered its check at once"
+    );
+    // And a later attempt with an earlier end than the kept timer's.
+    let t1 = Instant::now();
+    let e = cl
+        .send(Request::get("/slow").attempt_timeout(ms(40)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::AttemptTimeout, "{e}");
+    assert_eq!(Instant::now() - t1, ms(40));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_retry_id_is_made_only_when_a_span_or_log_shows_it() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static READS: AtomicUsize = AtomicUsize::new(0);
+    fn counted() -> SystemTime {
+        READS.fetch_add(1, Ordering::SeqCst);
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000)
+    }
+    let c = Scripted::default();
+    let mut cl = client(1, &c, |b| b);
+    Arc::get_mut(&mut cl.inner).unwrap().wall_clock = counted;
+    // Nobody listens: no wall-clock reading for an id (the one reading is the retry's
+    // look for an HTTP-date `Retry-After`).
+    c.push(1, Step::Status(503));
+    cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(READS.load(Ordering::SeqCst), 1);
+    // With a subscriber the request span shows it at the start: one reading more, one id
+    // for the request and its attempts.
+    let capture = crate::testing::Warnings::default();
+    let _guard = capture.install();
+    c.push(1, Step::Status(503));
+    cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(READS.load(Ordering::SeqCst), 3);
+    let id = capture.spans("searchwire.request")[0]
+        .get("retry_id")
+        .map(str::to_string);
+    assert!(id.is_some());
+    let attempts = capture.spans("searchwire.attempt");
+    assert_eq!(attempts.len(), 2);
+    assert!(attempts.iter().all(|a| a.get("retry_id") == id.as_deref()));
+}
