@@ -59,11 +59,14 @@ impl SlidingWindow {
 
     /// The epoch of the slot that contains `now` (see [`Slot::epoch`]).
     fn epoch(&self, now: Instant) -> u64 {
+        self.remembered_epoch(now)
+            .unwrap_or_else(|| self.epoch_of(now))
+    }
+
+    /// The remembered slot's epoch, when `now` falls inside that slot.
+    fn remembered_epoch(&self, now: Instant) -> Option<u64> {
         let (epoch, start, end) = self.current;
-        if start <= now && now < end {
-            return epoch;
-        }
-        self.epoch_of(now)
+        (start <= now && now < end).then_some(epoch)
     }
 
     /// [`epoch`](Self::epoch), computed: `(now − origin) / slot_len`, 0 before the origin.
@@ -74,9 +77,8 @@ impl SlidingWindow {
 
     /// Adds `value` to counter `counter` at `now`.
     pub(crate) fn add(&mut self, now: Instant, counter: usize, value: i64) {
-        let (cached, start, end) = self.current;
-        let epoch = if start <= now && now < end {
-            cached
+        let epoch = if let Some(epoch) = self.remembered_epoch(now) {
+            epoch
         } else {
             let epoch = self.epoch_of(now);
             // Remember the slot's bounds (none when they cannot be represented).
