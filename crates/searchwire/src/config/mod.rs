@@ -321,7 +321,9 @@ impl ClientBuilder {
     }
 
     /// Idle keep-alive connections are closed after this long (default
-    /// [`POOL_IDLE_TIMEOUT`](crate::defaults::POOL_IDLE_TIMEOUT), 50 s).
+    /// [`POOL_IDLE_TIMEOUT`](crate::defaults::POOL_IDLE_TIMEOUT), 50 s): a connection idle
+    /// for between ¾ of it and all of it is closed, never one idle for longer. Zero keeps
+    /// no connection idle (every request opens its own).
     pub fn pool_idle_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.pool_idle_timeout = timeout;
         self

@@ -18,10 +18,9 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A connector whose every connection (TCP and TLS) must be ready within `timeout`.
 ///
-/// The inner connector is shared: hyper-util clones its connector for every request
-/// (before it knows whether a pooled connection will serve it), and one reference count
-/// is cheaper to clone and drop than the TLS connector's three. It is cloned out only to
-/// open a connection.
+/// The inner connector is shared: each node's connection set (`conns.rs`) holds a clone,
+/// and one reference count is cheaper to clone and drop than the TLS connector's three.
+/// It is cloned out only to open a connection.
 #[derive(Debug)]
 pub(crate) struct ConnectTimeout<C> {
     inner: Arc<C>,

@@ -15,11 +15,10 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::client::legacy::Client as HyperClient;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
 
 use crate::classify::{classify_send_error, OutcomeKind};
 use crate::http::addr::NodeAddr;
+use crate::http::conns::{NodeConns, Sender};
 use crate::message::error::{BoxError, Error};
 
 /// A complete response as read off the wire.
@@ -119,16 +118,15 @@ impl ClientIdentityPem {
 }
 
 /// TCP and TLS, bounded together by the connect timeout (`connect_timeout.rs`).
-type Https =
+pub(crate) type Https =
     crate::http::connect_timeout::ConnectTimeout<hyper_rustls::HttpsConnector<HttpConnector>>;
-/// One node's keep-alive connections (not to be confused with the node pool, `nodes::pool::Pool`).
-type Connections = HyperClient<Https, Full<Bytes>>;
 
-/// Where a node's connection pool lives (inside its [`NodeAddr`]): empty until the first
+/// Where a node's connections live (inside its [`NodeAddr`]): empty until the first
 /// request, emptied again by [`Connector::reset`]. Loading it is lock-free.
-pub(crate) type ConnSlot = arc_swap::ArcSwapOption<Connections>;
+pub(crate) type ConnSlot = arc_swap::ArcSwapOption<NodeConns>;
 
-/// The production connector: hyper 1 over rustls, one pool per node.
+/// The production connector: hyper 1's HTTP/1 connections over rustls, kept per node
+/// (`conns.rs`).
 pub(crate) struct HyperConnector {
     settings: ConnSettings,
     https: Https,
@@ -181,111 +179,180 @@ impl HyperConnector {
         Ok(HyperConnector { settings, https })
     }
 
-    fn new_pool(&self) -> Arc<Connections> {
-        Arc::new(
-            HyperClient::builder(TokioExecutor::new())
-                .pool_timer(TokioTimer::new())
-                .pool_idle_timeout(self.settings.pool_idle_timeout)
-                .pool_max_idle_per_host(self.settings.pool_max_idle_per_node)
-                .build(self.https.clone()),
-        )
+    /// `node`'s connections, made on first use (or first after a reset).
+    fn conns(&self, node: &NodeAddr) -> Arc<NodeConns> {
+        if let Some(conns) = &*node.conn.load() {
+            return Arc::clone(conns);
+        }
+        // Two racing requests may each make a set; the last store wins and the other is
+        // dropped once its request finishes (its connection is then closed, not kept).
+        // Harmless, and it keeps the hot path lock-free.
+        let conns = Arc::new(NodeConns::new(
+            self.https.clone(),
+            self.settings.pool_idle_timeout,
+            self.settings.pool_max_idle_per_node,
+        ));
+        node.conn.store(Some(Arc::clone(&conns)));
+        conns
     }
 }
 
 impl Connector for HyperConnector {
     fn send(&self, node: &NodeAddr, req: http::Request<Full<Bytes>>) -> SendFuture {
         let max = self.settings.max_response_bytes;
-        let fut = {
-            let guard = node.conn.load();
-            match &*guard {
-                Some(pool) => pool.request(req),
-                None => {
-                    // First use (or first after a reset). Two racing requests may each
-                    // create a pool; the last store wins and the other is dropped once its
-                    // request finishes. Harmless, and it keeps the hot path lock-free.
-                    let pool = self.new_pool();
-                    node.conn.store(Some(Arc::clone(&pool)));
-                    pool.request(req)
-                }
-            }
-        };
-        Box::pin(async move {
-            let resp = fut.await.map_err(|e| {
-                let kind = classify_send_error(e.is_connect(), &e);
-                SendError {
-                    kind,
-                    source: Box::new(e),
-                }
-            })?;
-            let (parts, body) = resp.into_parts();
-            let too_large = |what: String| SendError {
-                kind: OutcomeKind::TooLarge,
-                source: format!("{what}, more than the limit of {max} bytes (max_response_bytes)")
-                    .into(),
-            };
-            // A declared length over the limit fails at once, without reading a byte.
-            // hyper has parsed it already: a body of a declared length has that length as
-            // its exact size hint, so the header is looked up again only without one
-            // (chunked or read-to-close bodies, and bodiless answers such as HEAD's).
-            let declared = match hyper::body::Body::size_hint(&body).exact() {
-                Some(len) if len > 0 => Some(len),
-                _ => parts
-                    .headers
-                    .get(http::header::CONTENT_LENGTH)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<u64>().ok()),
-            };
-            if let Some(len) = declared.filter(|&l| l > max as u64) {
-                return Err(too_large(format!("the response declares {len} bytes")));
-            }
-            // Reading the body is part of the attempt: a body that stalls half-way is a
-            // timeout, one that breaks off is a reset, one that outgrows the limit is
-            // abandoned (dropping it closes the connection).
-            //
-            // Frame by frame rather than `collect`: a body that arrives as one chunk (the
-            // usual case) is kept as it came, without a buffer list; more chunks are
-            // joined. Trailers are not used. The limit is counted here, frame by frame,
-            // exactly as `http_body_util::Limited` would (a frame larger than what is left
-            // fails), without its wrapper and boxed errors on every frame.
-            let mut body = std::pin::pin!(body);
-            let mut remaining = max;
-            let mut first = Bytes::new();
-            let mut joined: Option<bytes::BytesMut> = None;
-            while let Some(frame) = body.frame().await {
-                let frame = frame.map_err(|e| SendError {
-                    kind: OutcomeKind::Reset,
-                    source: Box::new(e),
-                })?;
-                let Ok(data) = frame.into_data() else {
-                    continue;
-                };
-                if data.len() > remaining {
-                    return Err(too_large("the response body grew".to_string()));
-                }
-                remaining -= data.len();
-                if let Some(all) = joined.as_mut() {
-                    all.extend_from_slice(&data);
-                } else if first.is_empty() {
-                    first = data;
-                } else if !data.is_empty() {
-                    let mut all = bytes::BytesMut::with_capacity(first.len() + data.len());
-                    all.extend_from_slice(&first);
-                    all.extend_from_slice(&data);
-                    joined = Some(all);
-                }
-            }
-            let body = joined.map_or(first, bytes::BytesMut::freeze);
-            Ok(RawResponse {
-                status: parts.status,
-                headers: parts.headers,
-                body,
-            })
-        })
+        let conns = self.conns(node);
+        let host = node.host_header().cloned();
+        Box::pin(exchange(conns, req, host, max))
     }
 
     fn reset(&self, node: &NodeAddr) {
-        // Dropping our handle drops the pool's idle connections once in-flight requests
-        // holding it finish; new requests get a new, empty pool.
-        node.conn.store(None);
+        // The idle connections are closed now; new requests get a new, empty set. An
+        // exchange still in flight on the old set puts its connection back there, and it
+        // is closed when that exchange's handle on the old set is dropped.
+        if let Some(old) = node.conn.swap(None) {
+            old.close_idle();
+        }
     }
+}
+
+/// One exchange: a connection (an idle one of the node's, or a new one), the request, the
+/// whole response; the connection goes back to the node's set only if all of it went well.
+async fn exchange(
+    conns: Arc<NodeConns>,
+    req: http::Request<Full<Bytes>>,
+    host: Option<http::HeaderValue>,
+    max: usize,
+) -> Result<RawResponse, SendError> {
+    let (tx, resp) = send_on_a_connection(&conns, req, host).await?;
+    let body = read_body(resp, max).await?;
+    conns.put(tx);
+    Ok(body)
+}
+
+/// Sends the request head and body and waits for the response head.
+///
+/// An idle connection may turn out closed — the server closed it while it was idle — or
+/// refuse the request before a byte of it was written. Either way nothing was sent, so the
+/// request goes on the next idle connection, or on a new one; that is not a failure of
+/// the node. A new connection's failure is the attempt's.
+async fn send_on_a_connection(
+    conns: &NodeConns,
+    req: http::Request<Full<Bytes>>,
+    host: Option<http::HeaderValue>,
+) -> Result<(Sender, hyper::Response<hyper::body::Incoming>), SendError> {
+    let (mut parts, body) = req.into_parts();
+    // hyper sends the URI as it is given: a server is sent the origin form (path and
+    // query), and the absolute URI is kept to connect with.
+    let origin = parts
+        .uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
+    let target = std::mem::replace(&mut parts.uri, http::Uri::from(origin));
+    // The transport sets `Host` (made once per node); background requests may not have.
+    if !parts.headers.contains_key(http::header::HOST) {
+        if let Some(host) = host.or_else(|| crate::http::addr::host_header(&target)) {
+            parts.headers.insert(http::header::HOST, host);
+        }
+    }
+    let mut req = http::Request::from_parts(parts, body);
+    let mut idle = conns.take();
+    loop {
+        let (mut tx, reused) = match idle.take() {
+            Some(tx) => (tx, true),
+            None => (conns.connect(&target).await?, false),
+        };
+        // A reused connection may still be finishing its last exchange (hyper's
+        // connection task has not yet seen the end of it): wait for it. A new one
+        // takes its first request at once.
+        if reused && !tx.is_ready() && tx.ready().await.is_err() {
+            idle = conns.take();
+            continue;
+        }
+        match tx.try_send_request(req).await {
+            Ok(resp) => return Ok((tx, resp)),
+            Err(mut e) => match e.take_message() {
+                Some(unsent) if reused => {
+                    req = unsent;
+                    idle = conns.take();
+                }
+                _ => {
+                    let e = e.into_error();
+                    return Err(SendError {
+                        kind: classify_send_error(false, &e),
+                        source: Box::new(e),
+                    });
+                }
+            },
+        }
+    }
+}
+
+/// Reads the whole response body, up to `max` bytes.
+async fn read_body(
+    resp: hyper::Response<hyper::body::Incoming>,
+    max: usize,
+) -> Result<RawResponse, SendError> {
+    let (parts, body) = resp.into_parts();
+    let too_large = |what: String| SendError {
+        kind: OutcomeKind::TooLarge,
+        source: format!("{what}, more than the limit of {max} bytes (max_response_bytes)").into(),
+    };
+    // A declared length over the limit fails at once, without reading a byte.
+    // hyper has parsed it already: a body of a declared length has that length as
+    // its exact size hint, so the header is looked up again only without one
+    // (chunked or read-to-close bodies, and bodiless answers such as HEAD's).
+    let declared = match hyper::body::Body::size_hint(&body).exact() {
+        Some(len) if len > 0 => Some(len),
+        _ => parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok()),
+    };
+    if let Some(len) = declared.filter(|&l| l > max as u64) {
+        return Err(too_large(format!("the response declares {len} bytes")));
+    }
+    // Reading the body is part of the attempt: a body that stalls half-way is a
+    // timeout, one that breaks off is a reset, one that outgrows the limit is
+    // abandoned (dropping it closes the connection).
+    //
+    // Frame by frame rather than `collect`: a body that arrives as one chunk (the
+    // usual case) is kept as it came, without a buffer list; more chunks are
+    // joined. Trailers are not used. The limit is counted here, frame by frame,
+    // exactly as `http_body_util::Limited` would (a frame larger than what is left
+    // fails), without its wrapper and boxed errors on every frame.
+    let mut body = std::pin::pin!(body);
+    let mut remaining = max;
+    let mut first = Bytes::new();
+    let mut joined: Option<bytes::BytesMut> = None;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| SendError {
+            kind: OutcomeKind::Reset,
+            source: Box::new(e),
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if data.len() > remaining {
+            return Err(too_large("the response body grew".to_string()));
+        }
+        remaining -= data.len();
+        if let Some(all) = joined.as_mut() {
+            all.extend_from_slice(&data);
+        } else if first.is_empty() {
+            first = data;
+        } else if !data.is_empty() {
+            let mut all = bytes::BytesMut::with_capacity(first.len() + data.len());
+            all.extend_from_slice(&first);
+            all.extend_from_slice(&data);
+            joined = Some(all);
+        }
+    }
+    let body = joined.map_or(first, bytes::BytesMut::freeze);
+    Ok(RawResponse {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+    })
 }

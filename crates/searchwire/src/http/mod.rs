@@ -3,5 +3,6 @@
 pub(crate) mod addr;
 pub(crate) mod connect_timeout;
 pub(crate) mod connector;
+pub(crate) mod conns;
 #[cfg(feature = "aws-sigv4")]
 pub(crate) mod sigv4;
