@@ -12,6 +12,9 @@
 //!   tokio runtime.
 //! - `bare`: the same request through a bare hyper-util legacy client (the reference the
 //!   overhead goal is measured against; `request` − `bare` is searchwire's own cost).
+//! - `raw`: the same request on one `hyper::client::conn::http1` connection held by the
+//!   loop (no pool, no timeout, nothing else): the floor of any hyper client, reported for
+//!   scale (`request` − `raw` is everything searchwire does beyond one bare exchange).
 //! - `select`: one node pick on a 3-node client (`Client::__bench_select`).
 //! - `bulk`: one batch of 100 `create` actions (~150-byte sources, ids given) prepared and
 //!   encoded into a request body, and a 100-item `filter_path` response parsed
@@ -39,7 +42,7 @@ mod bare;
 use bare::{bare_client, bare_get, Bare};
 use searchwire_bulk::Action;
 
-const SCENARIOS: [&str; 5] = ["request", "bare", "select", "bulk", "indexer"];
+const SCENARIOS: [&str; 6] = ["request", "bare", "raw", "select", "bulk", "indexer"];
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -86,6 +89,18 @@ fn run(scenario: &str, n: usize) {
                 }
             });
             instr_measure_bare(&rt, &client, &uri, n);
+        }
+        "raw" => {
+            let url = fake_node();
+            let uri: http::Uri = format!("{url}/").parse().unwrap();
+            let rt = runtime();
+            let mut conn = rt.block_on(raw_connect(&uri));
+            rt.block_on(async {
+                for _ in 0..50 {
+                    raw_get(&mut conn, &uri).await;
+                }
+            });
+            instr_measure_raw(&rt, &mut conn, &uri, n);
         }
         "select" => {
             let client = Client::__bench_client(3, &[8, 16, 24]);
@@ -143,6 +158,47 @@ fn instr_measure_bare(rt: &tokio::runtime::Runtime, client: &Bare, uri: &http::U
             black_box(bare_get(client, uri).await);
         }
     });
+}
+
+#[inline(never)]
+fn instr_measure_raw(rt: &tokio::runtime::Runtime, conn: &mut Raw, uri: &http::Uri, n: usize) {
+    rt.block_on(async {
+        for _ in 0..n {
+            black_box(raw_get(conn, uri).await);
+        }
+    });
+}
+
+/// One hyper HTTP/1 connection, driven by its own task.
+type Raw = hyper::client::conn::http1::SendRequest<http_body_util::Full<Bytes>>;
+
+async fn raw_connect(uri: &http::Uri) -> Raw {
+    let addr = format!("{}:{}", uri.host().unwrap(), uri.port_u16().unwrap());
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let (tx, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    tx
+}
+
+/// What [`bare_get`] sends (origin form, `Host`, the same `user-agent`), on `conn`.
+async fn raw_get(conn: &mut Raw, uri: &http::Uri) -> Bytes {
+    use http_body_util::BodyExt;
+    let req = http::Request::builder()
+        .uri(uri.path())
+        .header(http::header::HOST, uri.authority().unwrap().as_str())
+        .header(
+            http::header::USER_AGENT,
+            concat!("searchwire/", env!("CARGO_PKG_VERSION")),
+        )
+        .body(http_body_util::Full::new(Bytes::new()))
+        .unwrap();
+    conn.ready().await.unwrap();
+    let resp = conn.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.into_body().collect().await.unwrap().to_bytes()
 }
 
 #[inline(never)]

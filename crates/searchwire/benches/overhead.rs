@@ -2,11 +2,13 @@
 //!
 //! A keep-alive HTTP/1.1 server answering `200 {"ok":true}` runs on 127.0.0.1 on its own
 //! thread and its own single-threaded tokio runtime. Both clients run on a second,
-//! single-threaded runtime (criterion's `to_async`), use the same connector style
-//! (`HttpConnector`, `TCP_NODELAY`, keep-alive pool of 64 idle connections, 50 s idle
-//! timeout) and read the whole body, so the difference is what searchwire adds: request
-//! validation, node selection, header map building, tracing spans, the attempt timeout,
-//! classification and bookkeeping.
+//! single-threaded runtime (criterion's `to_async`), connect the same way (`HttpConnector`,
+//! `TCP_NODELAY`, up to 64 idle keep-alive connections, 50 s idle timeout) and read the
+//! whole body. The bare client keeps its connections in hyper-util's pool; searchwire in its
+//! own per-node set over `hyper::client::conn::http1` (`http/conns.rs`, since session 8), so
+//! the difference is what searchwire adds — request validation, node selection, header map
+//! building, tracing spans, the attempt timeout, classification and bookkeeping — less what
+//! its connection set saves over hyper-util's pool.
 //!
 //! Groups: `overhead/c1` (one request per iteration) and `overhead/c64` (an iteration is 64
 //! concurrent requests joined with `join_all`). Throughput is reported in requests.
