@@ -159,7 +159,19 @@ pub(super) async fn execute(
 impl<'a> Run<'a> {
     /// The breaker's admission of an attempt at `now` (see [`admit`]); a refusal is the
     /// request's error.
+    #[inline]
     fn admit(&self, now: Instant) -> Result<Option<ProbeSlot<'a>>, Error> {
+        match &self.inner.breaker {
+            // Closed (every request on a good day): admitted, nothing to report; no call.
+            Some(b) if !b.is_closed() => self.admit_not_closed(now),
+            _ => Ok(None),
+        }
+    }
+
+    /// [`admit`](Self::admit) when the breaker was not closed.
+    #[cold]
+    #[inline(never)]
+    fn admit_not_closed(&self, now: Instant) -> Result<Option<ProbeSlot<'a>>, Error> {
         admit(self.inner, now).map_err(|retry_in| {
             let reason = self
                 .inner
