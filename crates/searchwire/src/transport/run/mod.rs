@@ -19,6 +19,7 @@ use bytes::Bytes;
 use http::StatusCode;
 use http_body_util::Full;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::classify::OutcomeKind;
 use crate::http::addr::NodeAddr;
@@ -131,7 +132,33 @@ pub(super) async fn execute(
         return Err(no_node(Vec::new()));
     };
     let send = run.send(&node)?;
-    let (mut result, elapsed, ended) = run.attempt(&node, send, 1, start).await;
+    // `run_attempt`'s steps, inline: the answer is moved out of one future, not two.
+    let started = Started {
+        number: 1,
+        at: start,
+    };
+    let (underway, bounded) = attempt::begin(
+        request_id,
+        &node,
+        send,
+        started,
+        run.attempt_timeout,
+        deadline,
+    );
+    // Entering a span nobody listens to is skipped (the common case has no subscriber).
+    let answer = if underway.span.is_disabled() {
+        bounded.await
+    } else {
+        bounded.instrument(underway.span.clone()).await
+    };
+    let (mut result, elapsed, ended) = underway.finish(
+        inner,
+        request,
+        request_id,
+        &node,
+        run.attempt_timeout,
+        answer,
+    );
     if result.kind == OutcomeKind::Success {
         if let Some(raw) = result.raw.take() {
             let record = run.book(
