@@ -334,6 +334,7 @@ impl Breaker {
 
     /// Reports an attempt's verdict. `probe` says whether it was admitted as a probe of
     /// the current half-open round.
+    #[inline]
     pub(crate) fn record(&self, now: Instant, verdict: Verdict, probe: bool) -> Option<Change> {
         let generation = probe.then(|| lock(&self.st).generation);
         self.record_in_round(now, verdict, generation)

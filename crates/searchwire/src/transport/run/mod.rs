@@ -309,9 +309,19 @@ fn admit(inner: &Inner, now: Instant) -> Result<Option<ProbeSlot<'_>>, Duration>
     }
 }
 
-/// Logs and reports a cluster breaker transition.
+/// Logs and reports a cluster breaker transition. Inlined: almost every call has none
+/// (every booked attempt of a closed breaker), and that case is then one test, no call.
+#[inline]
 pub(super) fn breaker_changed(inner: &Inner, change: Option<Change>) {
-    let Some(c) = change else { return };
+    if let Some(c) = change {
+        report_breaker_change(inner, c);
+    }
+}
+
+/// [`breaker_changed`] with a transition.
+#[cold]
+#[inline(never)]
+fn report_breaker_change(inner: &Inner, c: Change) {
     if c.to == BreakerState::Open {
         tracing::warn!(
             breaker.scope = "cluster",
