@@ -241,6 +241,14 @@ impl Breaker {
             .store(to == BreakerState::Closed, Ordering::Release);
     }
 
+    /// Whether the breaker is closed, read without the lock: a closed breaker admits every
+    /// attempt and changes nothing ([`admit_in_round`](Self::admit_in_round) answers
+    /// `Allowed`, no change), so the attempt loop asks this first and skips the call.
+    #[inline]
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// The state at `now` (an open breaker whose cool-down ended reads as half-open).
     pub(crate) fn state(&self, now: Instant) -> (BreakerState, Option<Change>) {
         let mut st = lock(&self.st);
@@ -283,7 +291,7 @@ impl Breaker {
     /// [`ProbeSlot::new`]; meaningful only with [`Admission::Probe`]).
     pub(crate) fn admit_in_round(&self, now: Instant) -> (Admission, Option<Change>, u64) {
         // Closed: nothing to change, nothing to count (only verdicts count).
-        if self.closed.load(Ordering::Acquire) {
+        if self.is_closed() {
             return (Admission::Allowed, None, 0);
         }
         let mut st = lock(&self.st);
@@ -326,6 +334,7 @@ impl Breaker {
 
     /// Reports an attempt's verdict. `probe` says whether it was admitted as a probe of
     /// the current half-open round.
+    #[inline]
     pub(crate) fn record(&self, now: Instant, verdict: Verdict, probe: bool) -> Option<Change> {
         let generation = probe.then(|| lock(&self.st).generation);
         self.record_in_round(now, verdict, generation)

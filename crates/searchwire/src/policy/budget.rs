@@ -125,7 +125,9 @@ impl Budget {
         &self.cfg
     }
 
-    /// A request's first attempt: adds `ratio` of a retry.
+    /// A request's first attempt: adds `ratio` of a retry. Inlined into the attempt loop
+    /// (once per request: a lock, two comparisons and an addition).
+    #[inline]
     pub(crate) fn deposit(&self, now: Instant) {
         lock(&self.window).add(now, 0, self.deposit);
     }

@@ -64,6 +64,7 @@ impl SlidingWindow {
     }
 
     /// The remembered slot's epoch, when `now` falls inside that slot.
+    #[inline]
     fn remembered_epoch(&self, now: Instant) -> Option<u64> {
         let (epoch, start, end) = self.current;
         (start <= now && now < end).then_some(epoch)
@@ -76,22 +77,14 @@ impl SlidingWindow {
     }
 
     /// Adds `value` to counter `counter` at `now`.
+    ///
+    /// Inlined into its callers (the budget's deposit, the breaker's record: each request
+    /// adds twice); the epoch's computation, once per slot, is a call of its own.
+    #[inline]
     pub(crate) fn add(&mut self, now: Instant, counter: usize, value: i64) {
-        let epoch = if let Some(epoch) = self.remembered_epoch(now) {
-            epoch
-        } else {
-            let epoch = self.epoch_of(now);
-            // Remember the slot's bounds (none when they cannot be represented).
-            let slot_nanos = u64::try_from(self.slot_len.as_nanos()).unwrap_or(u64::MAX);
-            let bounds = slot_nanos.checked_mul(epoch).and_then(|from| {
-                let start = self.origin.checked_add(Duration::from_nanos(from))?;
-                let end = start.checked_add(self.slot_len)?;
-                Some((start, end))
-            });
-            if let Some((start, end)) = bounds.filter(|(start, _)| *start <= now) {
-                self.current = (epoch, start, end);
-            }
-            epoch
+        let epoch = match self.remembered_epoch(now) {
+            Some(epoch) => epoch,
+            None => self.remember(now),
         };
         let n = self.slots.len() as u64;
         let slot = &mut self.slots[(epoch % n) as usize];
@@ -104,6 +97,23 @@ impl SlidingWindow {
         if let Some(v) = slot.values.get_mut(counter) {
             *v = v.saturating_add(value);
         }
+    }
+
+    /// The epoch of the slot that contains `now`, computed, and that slot's bounds
+    /// remembered for the next `add` (none when they cannot be represented).
+    #[inline(never)]
+    fn remember(&mut self, now: Instant) -> u64 {
+        let epoch = self.epoch_of(now);
+        let slot_nanos = u64::try_from(self.slot_len.as_nanos()).unwrap_or(u64::MAX);
+        let bounds = slot_nanos.checked_mul(epoch).and_then(|from| {
+            let start = self.origin.checked_add(Duration::from_nanos(from))?;
+            let end = start.checked_add(self.slot_len)?;
+            Some((start, end))
+        });
+        if let Some((start, end)) = bounds.filter(|(start, _)| *start <= now) {
+            self.current = (epoch, start, end);
+        }
+        epoch
     }
 
     /// Every counter summed over the slots still inside the window at `now`.

@@ -206,9 +206,17 @@ impl Client {
             execute().instrument(span.clone()).await
         };
         let (status, attempts, error) = match &result {
-            Ok(r) => (Some(r.status()), r.attempts().len(), None),
-            Err(e) => (e.status(), e.attempts().len(), Some(e.kind())),
+            Ok(r) => (Some(r.status()), r.attempts(), None),
+            Err(e) => (e.status(), e.attempts(), Some(e.kind())),
         };
+        // The first attempt starts at the request's start: a response of one attempt took
+        // that attempt's time, already measured (no clock reading here). Otherwise the
+        // request's time, backoff and liveness checks included.
+        let elapsed = match (&result, attempts) {
+            (Ok(_), [only]) => only.elapsed,
+            _ => started.elapsed(),
+        };
+        let attempts = attempts.len();
         span.record("retries", attempts.saturating_sub(1));
         if let Some(s) = status {
             span.record("http.response.status_code", s.as_u16());
@@ -221,7 +229,7 @@ impl Client {
             method: &request.method,
             status,
             attempts: attempts as u32,
-            elapsed: started.elapsed(),
+            elapsed,
             error,
         });
         result

@@ -66,7 +66,7 @@ pub(super) async fn node_answers(
 /// An attempt's exchange bounded by its timer: the answer, or `None` when the timer fired
 /// first. Polled like tokio's `Timeout`: the exchange first, then the timer, which still
 /// gets its turn when the exchange used up the task's coop budget.
-struct Bounded {
+pub(super) struct Bounded {
     send: SendFuture,
     /// `None`: nothing bounds the attempt.
     timer: Option<AttemptTimer>,
@@ -117,6 +117,41 @@ pub(super) async fn run_attempt(
     attempt_timeout: Option<Duration>,
     deadline: Option<Instant>,
 ) -> (AttemptResult, Duration, Instant) {
+    let (underway, bounded) = begin(request_id, node, send, started, attempt_timeout, deadline);
+    // Entering a span nobody listens to is skipped (the common case has no subscriber).
+    let answer = if underway.span.is_disabled() {
+        bounded.await
+    } else {
+        bounded.instrument(underway.span.clone()).await
+    };
+    underway.finish(inner, request, request_id, node, attempt_timeout, answer)
+}
+
+/// An attempt sent and not yet answered: what its end needs.
+///
+/// [`run_attempt`] in three steps — [`begin`], awaiting the [`Bounded`] exchange,
+/// [`Underway::finish`] — so the first attempt can run them inline in `execute`: the
+/// exchange's answer is then moved out of one future instead of through `run_attempt`'s
+/// as well (issue 15, round 6).
+pub(super) struct Underway {
+    pub(super) span: tracing::Span,
+    number: u32,
+    attempt_start: Instant,
+    /// The deadline, when it comes no later than the attempt's end (it bounds the attempt).
+    deadline_first: Option<Instant>,
+}
+
+/// Starts attempt `started` on `node`: its span, and its exchange `send` bounded by one
+/// timer at the earlier of the attempt's end and the deadline.
+#[inline]
+pub(super) fn begin(
+    request_id: &RequestId,
+    node: &PoolNode,
+    send: SendFuture,
+    started: Started,
+    attempt_timeout: Option<Duration>,
+    deadline: Option<Instant>,
+) -> (Underway, Bounded) {
     let Started {
         number,
         at: attempt_start,
@@ -147,87 +182,109 @@ pub(super) async fn run_attempt(
     let deadline_first = deadline.filter(|d| attempt_end.is_none_or(|a| *d <= a));
     let timer = deadline_first.or(attempt_end).map(AttemptTimer::at);
     let bounded = Bounded { send, timer };
-    // Entering a span nobody listens to is skipped (the common case has no subscriber).
-    let answer = if span.is_disabled() {
-        bounded.await
-    } else {
-        bounded.instrument(span.clone()).await
+    let underway = Underway {
+        span,
+        number,
+        attempt_start,
+        deadline_first,
     };
-    let outcome: Option<Option<Result<RawResponse, SendError>>> = match answer {
-        Some(r) => Some(Some(r)),
-        // The deadline passed: the request ends, its node is not judged.
-        None if deadline_first.is_some() => None,
-        None => Some(None),
-    };
-    let end = Instant::now();
-    let elapsed = end.saturating_duration_since(attempt_start);
-    let ended = match &outcome {
-        None => Ended::DeadlineExpired,
-        Some(None) => Ended::TimedOut {
-            after: attempt_timeout.unwrap_or_default(),
-            attempt: true,
-        },
-        Some(Some(Err(e))) => Ended::Failed {
-            kind: e.kind,
-            cause: &*e.source,
-        },
-        Some(Some(Ok(raw))) => Ended::Answered {
-            status: raw.status,
-            body: &raw.body,
-        },
-    };
-    let Outcome {
-        kind,
-        rejection,
-        detail,
-    } = classify::outcome(ended);
-    let (raw, source): (_, Option<BoxError>) = match outcome {
-        Some(Some(Ok(raw))) => (Some(raw), None),
-        Some(Some(Err(e))) => (None, Some(e.source)),
-        Some(None) => (
-            None,
-            Some(Box::new(AttemptTimedOut(
-                attempt_timeout.unwrap_or_default(),
-            ))),
-        ),
-        None => (None, None),
-    };
-    let result = AttemptResult {
-        kind,
-        rejection,
-        raw,
-        detail,
-        source,
-    };
-    let status = result.raw.as_ref().map(|r| r.status);
-    span.record("outcome", result.kind.as_str());
-    span.record("elapsed_ms", elapsed.as_millis() as u64);
-    if let Some(s) = status {
-        span.record("http.response.status_code", s.as_u16());
-    }
-    if tracing::level_enabled!(tracing::Level::DEBUG) {
-        span.in_scope(|| {
-            tracing::debug!(
-                retry_id = %request_id,
-                cluster = %inner.cluster_name,
-                attempt = number,
-                node = %node.addr,
-                index = request.index().unwrap_or(""),
-                outcome = result.kind.as_str(),
-                status = status.map(|s| s.as_u16()),
-                elapsed_ms = elapsed.as_millis() as u64,
-                "attempt finished"
-            )
+    (underway, bounded)
+}
+
+impl Underway {
+    /// Ends the attempt with `answer` (`None`: the timer fired): classifies it, reports it
+    /// (span, log, observer) and returns the result, how long the attempt took and when
+    /// it ended.
+    #[inline]
+    pub(super) fn finish(
+        self,
+        inner: &Inner,
+        request: &Request,
+        request_id: &RequestId,
+        node: &PoolNode,
+        attempt_timeout: Option<Duration>,
+        answer: Option<Result<RawResponse, SendError>>,
+    ) -> (AttemptResult, Duration, Instant) {
+        let Underway {
+            span,
+            number,
+            attempt_start,
+            deadline_first,
+        } = self;
+        // No answer: the timer fired, at the deadline when it came first (the request ends,
+        // its node is not judged), else at the attempt's end. The answer is looked at in
+        // place and moved once, into the result (a response is ~150 bytes to copy).
+        let deadline_passed = answer.is_none() && deadline_first.is_some();
+        let end = Instant::now();
+        let elapsed = end.saturating_duration_since(attempt_start);
+        let ended = match &answer {
+            None if deadline_passed => Ended::DeadlineExpired,
+            None => Ended::TimedOut {
+                after: attempt_timeout.unwrap_or_default(),
+                attempt: true,
+            },
+            Some(Err(e)) => Ended::Failed {
+                kind: e.kind,
+                cause: &*e.source,
+            },
+            Some(Ok(raw)) => Ended::Answered {
+                status: raw.status,
+                body: &raw.body,
+            },
+        };
+        let Outcome {
+            kind,
+            rejection,
+            detail,
+        } = classify::outcome(ended);
+        let (raw, source): (_, Option<BoxError>) = match answer {
+            Some(Ok(raw)) => (Some(raw), None),
+            Some(Err(e)) => (None, Some(e.source)),
+            None if deadline_passed => (None, None),
+            None => (
+                None,
+                Some(Box::new(AttemptTimedOut(
+                    attempt_timeout.unwrap_or_default(),
+                ))),
+            ),
+        };
+        let result = AttemptResult {
+            kind,
+            rejection,
+            raw,
+            detail,
+            source,
+        };
+        let status = result.raw.as_ref().map(|r| r.status);
+        span.record("outcome", result.kind.as_str());
+        span.record("elapsed_ms", elapsed.as_millis() as u64);
+        if let Some(s) = status {
+            span.record("http.response.status_code", s.as_u16());
+        }
+        if tracing::level_enabled!(tracing::Level::DEBUG) {
+            span.in_scope(|| {
+                tracing::debug!(
+                    retry_id = %request_id,
+                    cluster = %inner.cluster_name,
+                    attempt = number,
+                    node = %node.addr,
+                    index = request.index().unwrap_or(""),
+                    outcome = result.kind.as_str(),
+                    status = status.map(|s| s.as_u16()),
+                    elapsed_ms = elapsed.as_millis() as u64,
+                    "attempt finished"
+                )
+            });
+        }
+        inner.observer.attempt_finished(&AttemptEvent {
+            method: &request.method,
+            path: &request.path,
+            node: node.addr.as_str(),
+            attempt: number,
+            outcome: result.kind,
+            status,
+            elapsed,
         });
+        (result, elapsed, end)
     }
-    inner.observer.attempt_finished(&AttemptEvent {
-        method: &request.method,
-        path: &request.path,
-        node: node.addr.as_str(),
-        attempt: number,
-        outcome: result.kind,
-        status,
-        elapsed,
-    });
-    (result, elapsed, end)
 }

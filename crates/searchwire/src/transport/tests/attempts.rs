@@ -812,3 +812,34 @@ async fn the_retry_id_is_made_only_when_a_span_or_log_shows_it() {
     assert_eq!(attempts.len(), 2);
     assert!(attempts.iter().all(|a| a.get("retry_id") == id.as_deref()));
 }
+
+/// Records the `elapsed` of every finished request.
+#[derive(Default)]
+struct RequestTimes(std::sync::Mutex<Vec<Duration>>);
+
+impl crate::Observer for RequestTimes {
+    fn request_finished(&self, e: &crate::observe::RequestEvent<'_>) {
+        self.0.lock().unwrap().push(e.elapsed);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_requests_reported_duration_is_its_attempts_or_all_of_it_with_backoff() {
+    let c = Scripted::default();
+    let times = Arc::new(RequestTimes::default());
+    let cl = client(1, &c, |b| b.observer(times.clone()));
+    let port = cl.inner.pool.topology().nodes[0].addr.port();
+    // One attempt, answered after 300 ms: the request took the attempt's 300 ms.
+    c.push(port, Step::After(ms(300), Box::new(Step::Status(200))));
+    let r = cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(r.attempts()[0].elapsed, ms(300));
+    // A 503 after 50 ms, 100 ms of backoff, a 200 after 200 ms: 350 ms in all.
+    c.push(port, Step::After(ms(50), Box::new(Step::Status(503))));
+    c.push(port, Step::After(ms(200), Box::new(Step::Status(200))));
+    let r = cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(r.attempts().len(), 2);
+    // A failed request: one 404 after 70 ms.
+    c.push(port, Step::After(ms(70), Box::new(Step::Status(404))));
+    assert!(cl.send(Request::get("/")).await.is_err());
+    assert_eq!(*times.0.lock().unwrap(), [ms(300), ms(350), ms(70)]);
+}

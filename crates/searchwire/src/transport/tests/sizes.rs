@@ -23,9 +23,10 @@ async fn the_request_futures_stay_small() {
     eprintln!("future sizes: Client::send {send} bytes, execute {execute} bytes");
     // Before issue 15's round 4: 2,104 and 1,424 bytes; after it 1,600 and 920; after
     // round 5 (the kept attempt timer, one future layer less, the lazy retry id) 1,424
-    // and 696 (test profile, rustc 1.95).
-    assert!(send <= 1_560, "Client::send's future is {send} bytes");
-    assert!(execute <= 840, "execute's future is {execute} bytes");
+    // and 696 (test profile, rustc 1.95); after round 6 (the first attempt's steps inline
+    // in `execute`, not a `run_attempt` future inside it) 1,216 and 488.
+    assert!(send <= 1_300, "Client::send's future is {send} bytes");
+    assert!(execute <= 560, "execute's future is {execute} bytes");
 }
 
 #[test]
