@@ -19,9 +19,10 @@ mod key;
 mod outcome;
 mod send;
 mod settle;
+mod unfinished;
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -41,6 +42,7 @@ pub(crate) use item::Item;
 pub(crate) use key::key;
 use key::KeyMap;
 use outcome::Outcome;
+use unfinished::Unfinished;
 
 pub(crate) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 
@@ -75,7 +77,7 @@ struct Driver {
     /// Keys with an action pending, and the later actions with the same key waiting for it.
     keys: KeyMap<VecDeque<Box<Item>>>,
     /// Sequence numbers not finished.
-    outstanding: BTreeSet<u64>,
+    outstanding: Unfinished,
     received_upto: u64,
 
     tasks: JoinSet<Outcome>,
@@ -117,7 +119,7 @@ pub(crate) async fn run(
         ready: VecDeque::new(),
         delayed: BTreeMap::new(),
         keys: KeyMap::default(),
-        outstanding: BTreeSet::new(),
+        outstanding: Unfinished::default(),
         received_upto: 0,
         tasks: JoinSet::new(),
         in_flight: HashMap::new(),
@@ -211,20 +213,12 @@ impl Driver {
     }
 
     fn publish_watermark(&self) {
-        let w = self
-            .outstanding
-            .first()
-            .copied()
-            .unwrap_or(self.received_upto);
+        let w = self.outstanding.first().unwrap_or(self.received_upto);
         self.shared.watermark.store(w, Ordering::Release);
     }
 
     fn answer_waiters(&mut self) {
-        let w = self
-            .outstanding
-            .first()
-            .copied()
-            .unwrap_or(self.received_upto);
+        let w = self.outstanding.first().unwrap_or(self.received_upto);
         self.flush_waiters.retain_mut(|(target, _)| *target > w);
         // (Dropping a sender answers the waiter: `flush` only waits for the channel to end.)
     }

@@ -351,7 +351,7 @@ impl Driver {
     }
 
     fn finish(&mut self, it: Box<Item>) {
-        self.outstanding.remove(&it.seq);
+        self.outstanding.remove(it.seq);
         self.shared.counters.finished();
         if let Some(k) = it.key {
             let next = match self.keys.get_mut(&k) {
