@@ -350,7 +350,7 @@ impl Driver {
         self.finish(it);
     }
 
-    fn finish(&mut self, it: Box<Item>) {
+    fn finish(&mut self, mut it: Box<Item>) {
         self.outstanding.remove(it.seq);
         self.shared.counters.finished();
         if let Some(k) = it.key {
@@ -366,6 +366,9 @@ impl Driver {
                     self.keys.remove(&k);
                 }
             }
+        }
+        if let Some(p) = it.permits.take() {
+            self.released.add(p);
         }
         drop(it);
         self.publish_watermark();
