@@ -76,11 +76,19 @@ impl Unfinished {
         if self.count == 0 {
             return None;
         }
-        // After `remove` the first word holds a bit, unless it is the one still filling.
-        self.words
-            .iter()
-            .position(|w| *w != 0)
-            .map(|i| self.base + 64 * i as u64 + u64::from(self.words[i].trailing_zeros()))
+        // After `remove` the first word holds a bit, unless it is the one still filling
+        // (then a later one does): the watermark is read twice per action, so the first
+        // word is tried before the scan.
+        let (i, w) = match self.words.front() {
+            Some(&w) if w != 0 => (0, w),
+            _ => self
+                .words
+                .iter()
+                .enumerate()
+                .find(|(_, w)| **w != 0)
+                .map(|(i, w)| (i, *w))?,
+        };
+        Some(self.base + 64 * i as u64 + u64::from(w.trailing_zeros()))
     }
 
     /// Whether every inserted number is finished.
