@@ -221,15 +221,20 @@ mod tests {
         assert!(id_of(r#"{"id": "1"} trailing"#, "id").is_err());
     }
 
-    #[test]
-    fn every_document_shares_the_index_name_of_the_flag() {
-        let spec = ParseSpec {
-            docs: true,
-            index: Some("logs".into()),
-            op: OpType::Create,
+    /// The spec of `ingest --index INDEX` without `--id-field`.
+    fn spec_of(docs: bool, index: &str, op: OpType) -> ParseSpec {
+        ParseSpec {
+            docs,
+            index: Some(index.into()),
+            op,
             id_field: None,
             id_path: Vec::new(),
-        };
+        }
+    }
+
+    #[test]
+    fn every_document_shares_the_index_name_of_the_flag() {
+        let spec = spec_of(true, "logs", OpType::Create);
         let a = parse_doc(&Bytes::from_static(br#"{"a":1}"#), &spec).unwrap();
         let b = parse_doc(&Bytes::from_static(br#"{"a":2}"#), &spec).unwrap();
         assert_eq!(a.index_name(), "logs");
@@ -243,13 +248,7 @@ mod tests {
 
     #[test]
     fn action_and_source_lines_pair_up_and_a_dangling_action_is_reported() {
-        let spec = ParseSpec {
-            docs: false,
-            index: Some("i".into()),
-            op: OpType::Index,
-            id_field: None,
-            id_path: Vec::new(),
-        };
+        let spec = spec_of(false, "i", OpType::Index);
         let mut p = LineParser::new(&spec);
         assert!(matches!(feed(&mut p, b"", 1), Line::Blank));
         assert!(matches!(
