@@ -16,7 +16,8 @@
 //!   loop (no pool, no timeout, nothing else): the floor of any hyper client, reported for
 //!   scale (`request` − `raw` is everything searchwire does beyond one bare exchange).
 //! - `select`: one node pick on a 3-node client (`Client::__bench_select`).
-//! - `bulk`: one batch of 100 `create` actions (~150-byte sources, ids given) prepared and
+//! - `bulk`: one batch of 100 `create` actions (~150-byte sources, ids given, the index name
+//!   one shared `Arc<str>` as a caller writing many documents into one index holds it) prepared and
 //!   encoded into a request body, and a 100-item `filter_path` response parsed
 //!   (`searchwire_bulk::__bench_batch`).
 //! - `indexer`: the same 100 `create` actions through a whole `BulkIndexer` (defaults, 100
@@ -33,6 +34,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::disallowed_methods)]
 
 use std::hint::black_box;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use searchwire::{Client, Request};
@@ -226,9 +228,10 @@ async fn indexer_batches(
     first: usize,
     n: usize,
 ) {
+    let index: Arc<str> = Arc::from("logs");
     for b in first..first + n {
         for (i, s) in sources.iter().enumerate() {
-            let a = Action::create("logs")
+            let a = Action::create(index.clone())
                 .id(format!("doc-{b}-{i}"))
                 .source(s.clone());
             black_box(ix.add(a).await.unwrap());
@@ -257,12 +260,13 @@ fn instr_measure_bulk(sources: &[Bytes], response: &[u8], n: usize) {
 /// `n` batches; the warm-up calls it directly (not counted), the measurement through
 /// `instr_measure_bulk`.
 fn bulk_batches(sources: &[Bytes], response: &[u8], n: usize) {
+    let index: Arc<str> = Arc::from("logs");
     for b in 0..n {
         let actions: Vec<Action> = sources
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                Action::create("logs")
+                Action::create(index.clone())
                     .id(format!("doc-{b}-{i}"))
                     .source(s.clone())
             })

@@ -83,6 +83,8 @@ pub use indexer::{AddError, BulkIndexer, BulkIndexerBuilder, ConfigError};
 pub use queued::{
     deliver, DeliveryConfig, DeliveryReport, QueueSink, QueueSinkConfig, QueueSinkReport,
 };
+#[doc(hidden)]
+pub use response::__parse_both_ways;
 pub use response::{BulkResponse, ItemError, ItemResult, Shards, MAX_ERROR_DETAIL_BYTES};
 pub use sink::{DeadLetterSink, FailedItem, FailureReason, LogDeadLetters, RetrySink, SinkError};
 pub use stats::Stats;

@@ -89,6 +89,28 @@ fn written_index(w: Written) -> usize {
     }
 }
 
+/// Every result kind, each at its [`written_kind`] position.
+const WRITTEN: [Written; 6] = [
+    Written::Created,
+    Written::Updated,
+    Written::Noop,
+    Written::Deleted,
+    Written::NotFound,
+    Written::AlreadyPresent,
+];
+
+/// `w`'s position in [`WRITTEN`].
+fn written_kind(w: Written) -> usize {
+    match w {
+        Written::Created => 0,
+        Written::Updated => 1,
+        Written::Noop => 2,
+        Written::Deleted => 3,
+        Written::NotFound => 4,
+        Written::AlreadyPresent => 5,
+    }
+}
+
 fn written_label(w: Written) -> &'static str {
     match w {
         Written::Created => "created",
@@ -125,6 +147,20 @@ impl Counters {
         self.written[written_index(w)].fetch_add(n, R);
         metrics::counter!("searchwire_bulk_docs_indexed_total", "result" => written_label(w))
             .increment(n);
+    }
+
+    /// Counts the written items of one response: one update per result kind, not one per
+    /// item.
+    pub(crate) fn written_many(&self, items: impl IntoIterator<Item = Written>) {
+        let mut n = [0u64; WRITTEN.len()];
+        for w in items {
+            n[written_kind(w)] += 1;
+        }
+        for (w, n) in WRITTEN.into_iter().zip(n) {
+            if n > 0 {
+                self.written(w, n);
+            }
+        }
     }
 
     pub(crate) fn retried(&self, c: RetryClass, n: u64) {
@@ -207,6 +243,42 @@ impl Counters {
             in_flight: self.in_flight.load(R),
             concurrency: self.concurrency.load(R),
             pending: self.pending.load(R),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_written_items_of_a_response_are_counted_once_per_kind() {
+        for (i, w) in WRITTEN.into_iter().enumerate() {
+            assert_eq!(written_kind(w), i);
+        }
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        let c = Counters::default();
+        metrics::with_local_recorder(&recorder, || {
+            use Written::*;
+            c.written_many([Created, Noop, Created, Updated, AlreadyPresent, Created]);
+            c.written_many([Deleted, NotFound, Created]);
+            c.written_many([]);
+        });
+        let s = c.snapshot();
+        assert_eq!((s.indexed, s.created, s.updated, s.deleted), (9, 4, 2, 1));
+        assert_eq!((s.not_found, s.already_present), (1, 1));
+        let text = handle.render();
+        for (result, n) in [
+            ("created", 4),
+            ("updated", 1),
+            ("noop", 1),
+            ("deleted", 1),
+            ("not_found", 1),
+            ("already_present", 1),
+        ] {
+            let series = format!("searchwire_bulk_docs_indexed_total{{result=\"{result}\"}} {n}");
+            assert!(text.lines().any(|l| l == series), "{series} in:\n{text}");
         }
     }
 }

@@ -468,6 +468,30 @@ async fn add_waits_when_buffer_and_in_flight_are_full_and_try_add_does_not() {
     assert_eq!(s.bulk.count("p"), 21);
 }
 
+#[tokio::test]
+async fn finished_actions_give_their_room_back() {
+    let s = setup(1).await;
+    let ix = indexer(&s.client)
+        .batch_actions(10)
+        .max_pending_actions(20)
+        .build()
+        .unwrap();
+    for round in 0..3 {
+        for i in 0..20 {
+            ix.try_add(Action::index("p").id(format!("{round}-{i}")).json(&doc(i)))
+                .unwrap();
+        }
+        assert!(matches!(
+            ix.try_add(Action::index("p").id("x").json(&doc(0))),
+            Err(AddError::Full(_))
+        ));
+        // Once flushed, every finished action's room is free again.
+        ix.flush().await;
+    }
+    let stats = ix.close().await;
+    assert_eq!((stats.indexed, stats.pending), (60, 0));
+}
+
 #[tokio::test(start_paused = true)]
 async fn throttling_halves_the_requests_in_flight_and_clean_rounds_add_one_back() {
     let s = setup(1).await;

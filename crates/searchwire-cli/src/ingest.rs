@@ -275,7 +275,7 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
 
     let parse = ParseSpec {
         docs,
-        index: a.index.clone(),
+        index: a.index.as_deref().map(Arc::from),
         op: match a.op {
             DocOp::Create => OpType::Create,
             DocOp::Index => OpType::Index,

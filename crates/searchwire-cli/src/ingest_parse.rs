@@ -2,6 +2,8 @@
 //! bulk actions. Self-contained (no `crate::` paths), so the fuzz target
 //! `fuzz/fuzz_targets/ingest_ndjson.rs` compiles this very file.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use searchwire_bulk::{Action, OpType, VersionType};
 use serde::Deserialize;
@@ -14,7 +16,9 @@ mod scan;
 /// How the input's lines are read (from the `ingest` flags).
 pub(crate) struct ParseSpec {
     pub(crate) docs: bool,
-    pub(crate) index: Option<String>,
+    /// `--index`: shared by every action built from the input (a reference count per
+    /// document, not a copy of the name).
+    pub(crate) index: Option<Arc<str>>,
     pub(crate) op: OpType,
     pub(crate) id_field: Option<String>,
     /// `id_field` split on dots (empty without one).
@@ -92,7 +96,7 @@ pub(crate) fn trim_line(buf: &[u8]) -> &[u8] {
 }
 
 pub(crate) fn parse_doc(text: &Bytes, spec: &ParseSpec) -> Result<Action, String> {
-    let index = spec.index.clone().unwrap_or_default();
+    let index = spec.index.clone().unwrap_or_else(|| Arc::from(""));
     let mut action = Action::with_op(spec.op, index);
     let id = scan::object(text, &spec.id_path).map_err(|e| format!("not a JSON document: {e}"))?;
     if let Some(path) = &spec.id_field {
@@ -155,7 +159,10 @@ fn parse_action_line(text: &[u8], spec: &ParseSpec) -> Result<PartialAction, Str
 impl PartialAction {
     fn with_source(self, text: &Bytes, spec: &ParseSpec) -> Result<Action, String> {
         let m = self.meta;
-        let index = m.index.or_else(|| spec.index.clone()).unwrap_or_default();
+        let index = match m.index {
+            Some(own) => Arc::from(own),
+            None => spec.index.clone().unwrap_or_else(|| Arc::from("")),
+        };
         let mut a = Action::with_op(self.op, index);
         match m.id {
             Some(serde_json::Value::String(s)) => a = a.id(s),
@@ -214,19 +221,34 @@ mod tests {
         assert!(id_of(r#"{"id": "1"} trailing"#, "id").is_err());
     }
 
+    /// The spec of `ingest --index INDEX` without `--id-field`.
+    fn spec_of(docs: bool, index: &str, op: OpType) -> ParseSpec {
+        ParseSpec {
+            docs,
+            index: Some(index.into()),
+            op,
+            id_field: None,
+            id_path: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn every_document_shares_the_index_name_of_the_flag() {
+        let spec = spec_of(true, "logs", OpType::Create);
+        let a = parse_doc(&Bytes::from_static(br#"{"a":1}"#), &spec).unwrap();
+        let b = parse_doc(&Bytes::from_static(br#"{"a":2}"#), &spec).unwrap();
+        assert_eq!(a.index_name(), "logs");
+        // One allocation for the name, not one per document.
+        assert_eq!(a.index_name().as_ptr(), b.index_name().as_ptr());
+    }
+
     fn feed(p: &mut LineParser<'_>, line: &'static [u8], n: u64) -> Line {
         p.feed(&Bytes::from_static(line), n)
     }
 
     #[test]
     fn action_and_source_lines_pair_up_and_a_dangling_action_is_reported() {
-        let spec = ParseSpec {
-            docs: false,
-            index: Some("i".into()),
-            op: OpType::Index,
-            id_field: None,
-            id_path: Vec::new(),
-        };
+        let spec = spec_of(false, "i", OpType::Index);
         let mut p = LineParser::new(&spec);
         assert!(matches!(feed(&mut p, b"", 1), Line::Blank));
         assert!(matches!(

@@ -29,7 +29,9 @@ pub(crate) struct Item {
     pub(super) tracker: Option<oneshot::Sender<ItemOutcome>>,
     /// Query parameters of the request that carries it (only equal ones share a request).
     pub(super) params: Option<RequestParams>,
-    _permits: Permits,
+    /// Its share of the back-pressure limits: given back when it is finished
+    /// ([`Released`](super::Released)).
+    pub(super) permits: Option<Permits>,
 }
 
 impl Item {
@@ -55,7 +57,7 @@ impl Item {
             added: None,
             tracker,
             params: None,
-            _permits: permits,
+            permits: Some(permits),
         }
     }
 
