@@ -198,11 +198,18 @@ impl HyperConnector {
 }
 
 impl Connector for HyperConnector {
-    fn send(&self, node: &NodeAddr, req: http::Request<Full<Bytes>>) -> SendFuture {
+    fn send(&self, node: &NodeAddr, mut req: http::Request<Full<Bytes>>) -> SendFuture {
+        // hyper's connections send only the headers they are given. The transport sets
+        // `Host` (made once per node); a background request may not have: it gets the
+        // node's, cloned only then.
+        if !req.headers().contains_key(http::header::HOST) {
+            let host = node.host_header().cloned();
+            if let Some(host) = host.or_else(|| crate::http::addr::host_header(req.uri())) {
+                req.headers_mut().insert(http::header::HOST, host);
+            }
+        }
         let max = self.settings.max_response_bytes;
-        let conns = self.conns(node);
-        let host = node.host_header().cloned();
-        Box::pin(exchange(conns, req, host, max))
+        Box::pin(exchange(self.conns(node), req, max))
     }
 
     fn reset(&self, node: &NodeAddr) {
@@ -220,10 +227,9 @@ impl Connector for HyperConnector {
 async fn exchange(
     conns: Arc<NodeConns>,
     req: http::Request<Full<Bytes>>,
-    host: Option<http::HeaderValue>,
     max: usize,
 ) -> Result<RawResponse, SendError> {
-    let (tx, resp) = send_on_a_connection(&conns, req, host).await?;
+    let (tx, resp) = send_on_a_connection(&conns, req).await?;
     let body = read_body(resp, max).await?;
     conns.put(tx);
     Ok(body)
@@ -238,7 +244,6 @@ async fn exchange(
 async fn send_on_a_connection(
     conns: &NodeConns,
     req: http::Request<Full<Bytes>>,
-    host: Option<http::HeaderValue>,
 ) -> Result<(Sender, hyper::Response<hyper::body::Incoming>), SendError> {
     let (mut parts, body) = req.into_parts();
     // hyper sends the URI as it is given: a server is sent the origin form (path and
@@ -249,12 +254,6 @@ async fn send_on_a_connection(
         .cloned()
         .unwrap_or_else(|| http::uri::PathAndQuery::from_static("/"));
     let target = std::mem::replace(&mut parts.uri, http::Uri::from(origin));
-    // The transport sets `Host` (made once per node); background requests may not have.
-    if !parts.headers.contains_key(http::header::HOST) {
-        if let Some(host) = host.or_else(|| crate::http::addr::host_header(&target)) {
-            parts.headers.insert(http::header::HOST, host);
-        }
-    }
     let mut req = http::Request::from_parts(parts, body);
     let mut idle = conns.take();
     loop {
