@@ -4,12 +4,12 @@
 # the same instant-answering bulk server (benchmarks/go/cmd/bulkserver), so only client cost is
 # compared. Both clients are measured from the outside with GNU time (user+system CPU, peak RSS).
 # The server honours `filter_path` as OpenSearch does: searchwire asks for a small response,
-# opensearch-go's BulkIndexer cannot and gets the full one (docs/benchmarks.md, issue 11).
+# opensearch-go's BulkIndexer cannot and gets the full one (docs/benchmarks.md, "Bulk indexing").
 #
 #   benchmarks/bulk.sh              # 200 B and 2 KB documents, 5 interleaved rounds, a table
 #   benchmarks/bulk.sh memory [GB]  # peak RSS of `ingest -` fed GB (default 3) on the fly
 #
-# The clients run interleaved (round 1: searchwire, opensearch-go; round 2: ...), so a change in
+# The clients run interleaved (each round runs searchwire, then opensearch-go), so a change in
 # the machine's load hits both alike; the table gives medians and the ratio of docs per
 # CPU-second in the worst round (each round's searchwire run against that round's Go run).
 #

@@ -3,7 +3,7 @@
 //! A bulk request body is a few MB (`batch_bytes`). Allocated fresh for each request, it is
 //! served by `mmap` or from a heap top the allocator trims again after the free, so every
 //! request faulted its pages in anew: ~500 page faults per 2 MB body, 70 % of `searchwire
-//! ingest`'s page faults at ~2 KB documents (docs/benchmarks.md, issue 11 fourth round).
+//! ingest`'s page faults at ~2 KB documents (measured with `perf record`).
 //! The driver keeps a handle on each body it sends; when the request is answered and the
 //! transport has let go of the body, the buffer comes back here and the next request is
 //! written into pages that are already mapped.

@@ -128,7 +128,7 @@ fn run_ingest(a: ingest::IngestArgs) -> u8 {
         // The ingest runs as a task on the runtime's workers, not on this thread: its input
         // reader and the bulk indexer's driver then wake each other on the same worker
         // (tokio's LIFO slot) instead of across threads: ~25 % less CPU per document, 40 %
-        // fewer context switches (docs/benchmarks.md, issue 11 fourth round).
+        // fewer context switches (measured with `perf stat`).
         Ok(rt) => rt.block_on(async {
             match tokio::spawn(ingest::run(a, auth)).await {
                 Ok(code) => code,

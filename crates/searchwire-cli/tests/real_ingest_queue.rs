@@ -1,4 +1,4 @@
-//! Issue 12 with the three real OpenSearch nodes and `searchwire ingest --queue-dir`: every
+//! The ingest's durable queue against the three real OpenSearch nodes and `searchwire ingest --queue-dir`: every
 //! node stopped (SIGSTOP), 10,000 low-priority then 10,000 high-priority documents are
 //! ingested into the embedded queue; the nodes resume, `searchwire queue deliver` drains the
 //! queue to zero, and the one-shard index holds exactly the 20,000 ids, each once; of what

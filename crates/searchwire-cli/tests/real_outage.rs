@@ -1,4 +1,4 @@
-//! Issue 12 against the three real OpenSearch nodes: while every node is stopped (SIGSTOP,
+//! A whole-cluster outage behind the relay, on the three real OpenSearch nodes: while every node is stopped (SIGSTOP,
 //! `scripts/cluster pause`), 20,000 documents go through `searchwire relay` with two
 //! priorities (`X-Searchwire-Priority`, interleaved requests) and every one is answered
 //! `queued`; after the nodes come back a second relay on the same queue drains it to zero,

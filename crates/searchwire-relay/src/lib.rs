@@ -1,7 +1,7 @@
 //! # searchwire-relay
 //!
 //! An OpenSearch-compatible `_bulk` endpoint that never drops a write it acknowledged
-//! (issue 13; reference 004 ch. 5). Log shippers and clients point their bulk output at the
+//! (reference 004 ch. 5). Log shippers and clients point their bulk output at the
 //! relay instead of the cluster:
 //!
 //! - **Accept** ([`accept`]): each `POST /_bulk` (or `/{index}/_bulk`) is parsed as OpenSearch

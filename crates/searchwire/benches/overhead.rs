@@ -5,7 +5,7 @@
 //! single-threaded runtime (criterion's `to_async`), connect the same way (`HttpConnector`,
 //! `TCP_NODELAY`, up to 64 idle keep-alive connections, 50 s idle timeout) and read the
 //! whole body. The bare client keeps its connections in hyper-util's pool; searchwire in its
-//! own per-node set over `hyper::client::conn::http1` (`http/conns.rs`, since session 8), so
+//! own per-node set over `hyper::client::conn::http1` (`http/conns.rs`), so
 //! the difference is what searchwire adds — request validation, node selection, header map
 //! building, tracing spans, the attempt timeout, classification and bookkeeping — less what
 //! its connection set saves over hyper-util's pool.

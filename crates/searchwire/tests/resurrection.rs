@@ -110,7 +110,7 @@ async fn when_every_node_dies_requests_fail_fast_and_nodes_are_retried_at_the_fl
     let e = client.send(Request::get("/x")).await.unwrap_err();
     // Every node was reached and reset the connection: the nodes are dead for the pool, but
     // the error says the connection broke (the request may have been processed), not that
-    // no node was reachable (issue 9; this assertion was `NoNodeReachable` before).
+    // no node was reachable.
     assert_eq!(e.kind(), ErrorKind::ConnectionLost);
     assert!(t0.elapsed() < ms(1000), "fails fast: {:?}", t0.elapsed());
     assert!(e.to_string().contains("the connection broke"), "{e}");

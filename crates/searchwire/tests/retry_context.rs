@@ -1,4 +1,4 @@
-//! Retry context (issue 10 item 7, reference 004 ch. 5): every span and retry log of a
+//! Retry context (reference 004 ch. 5): every span and retry log of a
 //! request carries its retry id (a UUID v7, one per logical request), the cluster's name
 //! once a health answer told it, the attempt number and the target index. The tracing
 //! output is captured by a small layer and checked field by field, against the fake cluster.

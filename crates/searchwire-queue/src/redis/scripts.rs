@@ -3,7 +3,7 @@
 //! atomic in Redis and costs one round trip. `KEYS` are always [`super::Keys::all`] in that
 //! order; `ARGV[1]` is always the consumer group.
 //!
-//! What keeps them cheap (issue 12, fourth pass): no 1 KB record crosses Lua on the hot
+//! What keeps them cheap: no 1 KB record crosses Lua on the hot
 //! path (append writes records with a plain `HSET`, lease returns ids and the client reads
 //! the records with a plain `HMGET`); the schedule member carries the message's hash and id
 //! at fixed offsets, so no per-message `split` or pattern match is needed; and where a

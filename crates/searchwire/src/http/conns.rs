@@ -10,7 +10,8 @@
 //! Why not hyper-util's pool: searchwire already keeps one set of connections per node, so
 //! the pool key (scheme and authority) hyper-util hashes three times per request, its
 //! per-request connector clone and its task spawned to wait for a connection to be ready
-//! again are all work for nothing here (see docs/benchmarks.md, "Issue 15, session 8").
+//! again are all work for nothing here (~3,400 of the ~7,800 instructions per request this set saved;
+//! docs/benchmarks.md).
 //!
 //! Idle expiry needs no clock read per request: a reaper task, running only while some
 //! connection is idle, ticks four times per idle timeout and closes the connections that

@@ -247,7 +247,7 @@ impl Request {
     pub fn sent_path(&self) -> &str {
         // A byte scan: `#` is ASCII, so its position is a char boundary. Paths are short,
         // and `split('#')`'s searcher cost ~60 instructions per attempt before the first
-        // byte (issue 15, round 6).
+        // byte.
         match self.path.bytes().position(|b| b == b'#') {
             Some(end) => self.path.get(..end).unwrap_or(""),
             None => &self.path,
@@ -333,8 +333,7 @@ impl Request {
 /// and U+007F–U+009F), found byte by byte: in UTF-8 the C1 controls U+0080–U+009F are
 /// `0xC2` followed by `0x80..=0x9F`, and `0xC2` is only ever a lead byte (continuation
 /// bytes are `0x80..=0xBF`), while bytes below `0x80` are only ever ASCII characters.
-/// Decoding every character cost ~8 instructions per character on every request (issue
-/// 15, round 6).
+/// Decoding every character cost ~8 instructions per character on every request.
 fn has_space_or_control(path: &str) -> bool {
     let bytes = path.as_bytes();
     bytes.iter().enumerate().any(|(i, &b)| {

@@ -197,7 +197,8 @@ async fn a_late_probe_from_an_earlier_round_neither_counts_nor_frees_a_slot() {
     for _ in 0..50 {
         b.record(t0, Verdict::Failure, false);
     }
-    // Round 1: three probes out; one fails and reopens the breaker (cool-down 10 s).
+    // The first half-open round: three probes out; one fails and reopens the breaker
+    // (cool-down 10 s).
     let t1 = t0 + secs(5);
     let mut round1: Vec<ProbeSlot<'_>> = (0..3)
         .map(|_| {
@@ -208,7 +209,7 @@ async fn a_late_probe_from_an_earlier_round_neither_counts_nor_frees_a_slot() {
         .collect();
     let failed = round1.remove(0);
     assert!(failed.record(t1, Verdict::Failure).is_some());
-    // Round 2 after the cool-down: three fresh probes fill it.
+    // The second half-open round, after the cool-down: three fresh probes fill it.
     let t2 = t1 + secs(10);
     let round2: Vec<ProbeSlot<'_>> = (0..3)
         .map(|_| {
@@ -223,12 +224,12 @@ async fn a_late_probe_from_an_earlier_round_neither_counts_nor_frees_a_slot() {
     assert_eq!(late.record(t2, Verdict::Success), None);
     drop(round1);
     assert!(matches!(b.admit(t2).0, Admission::Refused { .. }));
-    // Round 2's own three successes close it.
+    // The second round's own three successes close it.
     let mut closed = None;
     for slot in round2 {
         closed = closed.or(slot.record(t2, Verdict::Success));
     }
-    let c = closed.expect("closed by round 2's probes");
+    let c = closed.expect("closed by the second round's probes");
     assert_eq!(
         (c.from, c.to),
         (BreakerState::HalfOpen, BreakerState::Closed)

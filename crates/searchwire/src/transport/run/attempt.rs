@@ -132,7 +132,7 @@ pub(super) async fn run_attempt(
 /// [`run_attempt`] in three steps — [`begin`], awaiting the [`Bounded`] exchange,
 /// [`Underway::finish`] — so the first attempt can run them inline in `execute`: the
 /// exchange's answer is then moved out of one future instead of through `run_attempt`'s
-/// as well (issue 15, round 6).
+/// as well.
 pub(super) struct Underway {
     pub(super) span: tracing::Span,
     number: u32,

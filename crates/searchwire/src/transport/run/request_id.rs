@@ -9,7 +9,7 @@ use crate::observe::context::RetryId;
 /// The [`RetryId`] of one request, shared by its span, its attempts' spans and its retry
 /// logs. It is made the first time one of them displays it — with a subscriber, when the
 /// request's span is created at the request's start — so a request nobody traces reads no
-/// wall clock and draws no UUID (issue 15, round 5: ~150 instructions per request).
+/// wall clock and draws no UUID (~150 instructions per request).
 pub(in crate::transport) struct RequestId {
     id: OnceLock<RetryId>,
     wall_clock: fn() -> SystemTime,

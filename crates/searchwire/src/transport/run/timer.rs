@@ -1,7 +1,7 @@
 //! The attempt timer: one tokio [`Sleep`] bounds an attempt, and a finished attempt's
 //! timer is kept for the next attempt on the same thread instead of being dropped.
 //!
-//! Why (issue 15, round 5): a new `Sleep` per attempt costs its creation, a locked insert
+//! Why: a new `Sleep` per attempt costs its creation, a locked insert
 //! into the runtime's timer wheel on its first poll and a locked removal when it is
 //! dropped — about 300 instructions of a request that the bare HTTP client does not pay,
 //! and almost every attempt ends long before its timer. A kept timer is still registered
@@ -15,7 +15,7 @@
 //! tolerates. A kept timer belongs to the runtime that made it; one of another runtime (a
 //! thread may run several runtimes in turn) is dropped, never reused.
 //!
-//! Round 6: a kept timer whose instant is not later than the new attempt's bound is not
+//! A kept timer whose instant is not later than the new attempt's bound is not
 //! reset at all (`Sleep::reset` — the instant to a tick, the driver handle's clone, the
 //! atomic update — was ~160 instructions of every attempt). It fires at its old, earlier
 //! instant; [`AttemptTimer`]'s poll sees that the instant it fired at is before its

@@ -1,4 +1,4 @@
-//! The size of the futures a request moves (issue 15): a future is moved — copied byte by
+//! The size of the futures a request moves: a future is moved — copied byte by
 //! byte — each time it is wrapped or awaited from a new place, so its size is per-request
 //! CPU. The bounds are a little above what the current code measures (printed with
 //! `--nocapture`); a change that makes the hot path's futures grow fails here.
@@ -21,10 +21,9 @@ async fn the_request_futures_stay_small() {
     let execute = crate::transport::run::execute(&cl.inner, &request, &id, Instant::now());
     let (send, execute) = (size_of_val(&send), size_of_val(&execute));
     eprintln!("future sizes: Client::send {send} bytes, execute {execute} bytes");
-    // Before issue 15's round 4: 2,104 and 1,424 bytes; after it 1,600 and 920; after
-    // round 5 (the kept attempt timer, one future layer less, the lazy retry id) 1,424
-    // and 696 (test profile, rustc 1.95); after round 6 (the first attempt's steps inline
-    // in `execute`, not a `run_attempt` future inside it) 1,216 and 488.
+    // 1,216 and 488 bytes (test profile, rustc 1.95), from 2,104 and 1,424 before the first
+    // attempt ran inline with its retry path boxed, the attempt timer was kept, a future
+    // layer went and the retry id became lazy.
     assert!(send <= 1_300, "Client::send's future is {send} bytes");
     assert!(execute <= 560, "execute's future is {execute} bytes");
 }
@@ -32,7 +31,7 @@ async fn the_request_futures_stay_small() {
 #[test]
 fn an_attempts_header_map_has_room_for_what_hyper_adds() {
     // Hyper inserts `content-length` (and `Host` when unset) into the map it is handed; a
-    // full map reallocates on that insert, on every request (issue 15, round 4).
+    // full map reallocates on that insert, on every request.
     let c = Scripted::default();
     // 12 headers in all (Host, User-Agent, 8 defaults, 2 of the request's): a map grown
     // insert by insert would hold exactly 12.
