@@ -2,12 +2,14 @@
 //! `searchwire::explain` (or the backoff / resurrection defaults), never written here as a
 //! literal, so the help cannot drift from what the library does.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
-use searchwire::explain::{self as defaults, format_duration, parse_duration};
+use searchwire::explain::{self as defaults, format_duration};
 use searchwire::{Backoff, Capacity, ResurrectionConfig};
+
+use crate::connect::ConnectArgs;
+use crate::durations::{parse_duration_arg, parse_positive_duration};
 
 /// The environment variable `--password` falls back to.
 pub const PASSWORD_ENV: &str = "SEARCHWIRE_PASSWORD";
@@ -72,75 +74,6 @@ With --deadline DUR, a node whose check has not finished in DUR is reported with
 Exit codes: 0 at least one node reachable, 2 usage or configuration error, 3 no node \
 reachable and at least one did not answer within --deadline, 4 no node reachable, 5 every \
 reachable node rejected the credentials.";
-
-/// Where the cluster is and how to authenticate: shared by every subcommand that talks to it.
-#[derive(Debug, Args)]
-pub struct ConnectArgs {
-    #[arg(
-        long = "url",
-        value_name = "URL[,URL...]",
-        required = true,
-        value_delimiter = ',',
-        action = ArgAction::Append,
-        help = "Node URLs, comma-separated; may be repeated (http(s)://[user:pass@]host[:port])"
-    )]
-    pub urls: Vec<String>,
-
-    #[arg(
-        long,
-        value_name = "U",
-        conflicts_with = "bearer",
-        help = "Basic-auth user; needs --password (or SEARCHWIRE_PASSWORD)"
-    )]
-    pub user: Option<String>,
-
-    #[arg(
-        long,
-        value_name = "P",
-        requires = "user",
-        help = "Basic-auth password; falls back to the environment variable \
-                SEARCHWIRE_PASSWORD (safer: not visible in the process list). Never printed"
-    )]
-    pub password: Option<String>,
-
-    #[arg(long, value_name = "TOKEN", help = "Send Authorization: Bearer TOKEN")]
-    pub bearer: Option<String>,
-
-    #[arg(
-        long,
-        value_name = "FILE",
-        help = "Trust the CA certificate(s) in this PEM file (in addition to the system roots)"
-    )]
-    pub ca_cert: Option<PathBuf>,
-
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "client_key",
-        help = "Mutual TLS: present the client certificate in this PEM file (with --client-key)"
-    )]
-    pub client_cert: Option<PathBuf>,
-
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "client_cert",
-        help = "Mutual TLS: the private key (PEM) of --client-cert"
-    )]
-    pub client_key: Option<PathBuf>,
-
-    #[cfg(feature = "aws-sigv4")]
-    #[arg(
-        long,
-        value_name = "REGION[:SERVICE]",
-        conflicts_with_all = ["user", "bearer"],
-        help = "Sign every request with AWS SigV4 for Amazon OpenSearch Service (service es, \
-                the default) or Serverless (aoss), e.g. eu-west-1:aoss. Credentials from \
-                AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY/AWS_SESSION_TOKEN, else the profile \
-                AWS_PROFILE (default) of ~/.aws/credentials and ~/.aws/config"
-    )]
-    pub aws_sigv4: Option<String>,
-}
 
 #[derive(Debug, Args)]
 pub struct HealthArgs {
@@ -382,20 +315,6 @@ pub enum Format {
 }
 
 // ---- value parsers -------------------------------------------------------------------------
-
-pub(crate) fn parse_duration_arg(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
-}
-
-fn parse_positive_duration(s: &str) -> Result<Duration, String> {
-    let d = parse_duration_arg(s)?;
-    if d.is_zero() {
-        return Err(format!(
-            "{s:?} is zero; give a positive duration such as 5s"
-        ));
-    }
-    Ok(d)
-}
 
 fn parse_method(s: &str) -> Result<http::Method, String> {
     http::Method::from_bytes(s.to_ascii_uppercase().as_bytes())

@@ -9,14 +9,14 @@ use searchwire::{Client, HealthReport};
 use serde::Serialize;
 
 use crate::args::HealthArgs;
+use crate::connect::Auth;
 use crate::exit;
 use crate::output;
-use crate::request::Auth;
 
 /// Runs the subcommand; returns the exit code (never returns with `--watch`, which runs
 /// until interrupted).
 pub async fn run(args: HealthArgs, auth: Auth) -> u8 {
-    let client = match crate::request::start(args.metrics_addr, || build_client(&args, auth)) {
+    let client = match crate::connect::start(args.metrics_addr, || build_client(&args, auth)) {
         Ok(c) => c,
         Err(code) => return code,
     };
@@ -42,7 +42,7 @@ pub async fn run(args: HealthArgs, auth: Auth) -> u8 {
 /// resurrection timers (each check visits every node anyway). Errors are configuration
 /// errors (exit 2).
 fn build_client(a: &HealthArgs, auth: Auth) -> Result<Client, String> {
-    crate::request::connect(&a.conn, auth)?
+    crate::connect::connect(&a.conn, auth)?
         .health_refresh(false)
         .resurrection_timers(false)
         .build()

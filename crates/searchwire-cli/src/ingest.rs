@@ -33,7 +33,6 @@ use searchwire_bulk::defaults as d;
 use searchwire_bulk::{BulkIndexer, IdScheme, OpType};
 use tokio::time::Instant;
 
-pub(crate) use args::parse_positive_duration;
 pub use args::IngestArgs;
 use args::{DocOp, Format};
 use checkpoint::{final_checkpoint, read_checkpoint, Checkpoint, Tracker};
@@ -43,10 +42,10 @@ use progress::{clear_progress_line, report_loop};
 use queued::{drain, open_queue};
 use summary::{QueueSummary, Summary};
 
+use crate::connect::{connect, start, Auth};
 use crate::exit;
 use crate::ingest_parse::ParseSpec;
 use crate::output;
-use crate::request::{connect, start, Auth};
 use crate::signals::Signals;
 
 /// Exit code after Ctrl-C (128 + SIGINT, as shells report it).

@@ -17,6 +17,8 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod connect;
+mod durations;
 mod exit;
 mod explain;
 mod health;
@@ -39,7 +41,7 @@ use clap::{CommandFactory, Parser};
 use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command, ExplainCommand, HealthArgs, RequestArgs, PASSWORD_ENV};
-use crate::request::Auth;
+use crate::connect::Auth;
 
 /// Worker threads of the runtime: a CLI needs few, and two let the client's background
 /// tasks (resurrection timers) run beside the requests.

@@ -44,9 +44,9 @@ pub struct DeliverArgs {
     #[command(flatten)]
     pub queue: QueueArgs,
     #[command(flatten)]
-    pub conn: crate::args::ConnectArgs,
+    pub conn: crate::connect::ConnectArgs,
     /// Stop after this long even if messages are left (they stay queued); default: until empty.
-    #[arg(long, value_name = "DUR", value_parser = crate::ingest::parse_positive_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::durations::parse_positive_duration)]
     pub timeout: Option<std::time::Duration>,
     /// Bulk requests in flight at most (1: strict arrival order within a priority).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -143,7 +143,7 @@ impl SelectArgs {
 }
 
 /// Runs the subcommand; returns the exit code.
-pub async fn run(cmd: QueueCommand, auth: crate::request::Auth) -> u8 {
+pub async fn run(cmd: QueueCommand, auth: crate::connect::Auth) -> u8 {
     let args = match &cmd {
         QueueCommand::Deliver(a) => &a.queue,
         QueueCommand::Stats(a) => &a.queue,
@@ -204,8 +204,8 @@ pub async fn run(cmd: QueueCommand, auth: crate::request::Auth) -> u8 {
 }
 
 /// `queue deliver`: the summary is `{"delivered","rescheduled","dead_lettered","left"}`.
-async fn deliver(queue: &Queue, a: &DeliverArgs, auth: crate::request::Auth) -> u8 {
-    let client = match crate::request::connect(&a.conn, auth)
+async fn deliver(queue: &Queue, a: &DeliverArgs, auth: crate::connect::Auth) -> u8 {
+    let client = match crate::connect::connect(&a.conn, auth)
         .and_then(|b| b.build().map_err(|e| e.to_string()))
     {
         Ok(c) => c,

@@ -12,11 +12,10 @@ use searchwire_relay::{
     config as defaults, AuthConfig, PresentAs, PriorityRule, Relay, RelayConfig,
 };
 
-use crate::args::{parse_duration_arg, ConnectArgs};
+use crate::connect::{connect, Auth, ConnectArgs};
+use crate::durations::{parse_duration_arg, parse_positive_duration};
 use crate::exit;
-use crate::ingest::parse_positive_duration;
 use crate::output;
-use crate::request::{connect, Auth};
 use crate::signals::Signals;
 
 /// The consumer name of an embedded queue (one owner at a time).

@@ -6,64 +6,11 @@ use std::path::Path;
 
 use searchwire::{Client, Request};
 
-use crate::args::{ConnectArgs, RequestArgs};
+use crate::args::RequestArgs;
+use crate::connect::{connect, start, Auth};
 use crate::exit;
 use crate::load::{self, LoadSpec, Stop};
 use crate::output;
-
-/// How to authenticate, resolved from `--user`/`--password`/`SEARCHWIRE_PASSWORD`/`--bearer`.
-pub enum Auth {
-    None,
-    Basic { user: String, password: String },
-    Bearer(String),
-}
-
-/// A client builder for the cluster the connection flags name: URLs, credentials, CA.
-/// Errors (an unreadable CA file) are configuration errors (exit 2).
-pub fn connect(conn: &ConnectArgs, auth: Auth) -> Result<searchwire::ClientBuilder, String> {
-    let mut b = Client::builder().nodes(conn.urls.iter().map(|u| u.trim().to_string()));
-    match auth {
-        Auth::None => {}
-        Auth::Basic { user, password } => b = b.basic_auth(user, password),
-        Auth::Bearer(token) => b = b.bearer_auth(token),
-    }
-    #[cfg(feature = "aws-sigv4")]
-    if let Some(spec) = &conn.aws_sigv4 {
-        b = b.aws_sigv4(searchwire::AwsSigV4::from_spec(spec).map_err(|e| e.to_string())?);
-    }
-    if let Some(path) = &conn.ca_cert {
-        let pem = std::fs::read(path)
-            .map_err(|e| format!("cannot read --ca-cert file {}: {e}", path.display()))?;
-        b = b.ca_certificate_pem(pem);
-    }
-    if let (Some(cert), Some(key)) = (&conn.client_cert, &conn.client_key) {
-        let read = |flag: &str, path: &std::path::Path| {
-            std::fs::read(path)
-                .map_err(|e| format!("cannot read {flag} file {}: {e}", path.display()))
-        };
-        b = b.client_certificate_pem(read("--client-cert", cert)?, read("--client-key", key)?);
-    }
-    Ok(b)
-}
-
-/// Starts the metrics endpoint (if asked) and then builds the command's client, so the
-/// client's metrics are described to the recorder. A failure of either is a usage error
-/// (exit 2), already reported on stderr.
-pub fn start(
-    metrics_addr: Option<std::net::SocketAddr>,
-    build: impl FnOnce() -> Result<Client, String>,
-) -> Result<Client, u8> {
-    if let Some(addr) = metrics_addr {
-        if let Err(e) = crate::metrics::serve(addr) {
-            output::error_message(&e);
-            return Err(exit::USAGE);
-        }
-    }
-    build().map_err(|e| {
-        output::error_message(&e);
-        exit::USAGE
-    })
-}
 
 /// Runs the subcommand; returns the exit code.
 pub async fn run(args: RequestArgs, auth: Auth) -> u8 {

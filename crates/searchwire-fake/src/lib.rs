@@ -62,6 +62,7 @@ mod node;
 mod opensearch;
 mod recorded;
 mod server;
+mod shared;
 
 pub use behavior::{Behavior, Handler, HandlerRequest, Match};
 pub use bulk::{BulkFault, FakeBulk, StoredDoc};

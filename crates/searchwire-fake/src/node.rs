@@ -11,14 +11,13 @@ use std::time::Duration;
 use parking_lot::Mutex;
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{watch, Notify};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
 use crate::behavior::{Behavior, Match};
-use crate::http::Request;
 use crate::opensearch::{self, Member};
 use crate::recorded::Recorded;
 use crate::server;
+use crate::shared::{Shared, State};
 
 /// How long [`FakeNode::kill`] waits for connection tasks to reset their sockets. They react
 /// to the kill signal immediately, so this only bounds a bug, it is never the normal path.
@@ -45,95 +44,6 @@ impl Drop for Handle {
         if let Some(task) = self.shared.accept_task.lock().take() {
             task.abort();
         }
-    }
-}
-
-/// State shared between the handles and the node's tasks.
-pub(crate) struct Shared {
-    pub(crate) name: String,
-    pub(crate) addr: SocketAddr,
-    state: Mutex<State>,
-    /// Woken on every recorded request and every connection opened or closed.
-    notify: Notify,
-    /// Bumped by kill (and drop). A task started under generation `g` ends, resetting its
-    /// socket, as soon as the value differs from `g`.
-    pub(crate) generation: watch::Sender<u64>,
-    /// Bumped by [`FakeNode::stall_open_connections`]; a connection opened under an older
-    /// epoch black-holes every further request.
-    pub(crate) stall_epoch: AtomicU64,
-    next_connection: AtomicU64,
-    open: AtomicUsize,
-    accept_task: Mutex<Option<JoinHandle<()>>>,
-    /// Serializes kill and revive.
-    lifecycle: tokio::sync::Mutex<()>,
-}
-
-struct State {
-    once: VecDeque<(Match, Behavior)>,
-    rules: Vec<(Match, Behavior)>,
-    default: Behavior,
-    requests: Vec<Recorded>,
-    seen: usize,
-    recording: bool,
-    members: Arc<[Member]>,
-}
-
-impl Shared {
-    fn stop_generation(&self) {
-        self.generation.send_modify(|g| *g = g.wrapping_add(1));
-    }
-
-    /// Chooses the behavior for `req` (one-shots first, then the last matching rule, then the
-    /// default) and records the request, in one step so recordings and rule consumption agree.
-    pub(crate) fn admit(&self, req: &Request, connection: u64, stalled: bool) -> Option<Behavior> {
-        let mut st = self.state.lock();
-        let behavior = if stalled {
-            None
-        } else {
-            let matches = |m: &Match| m.matches(&req.method, &req.path, req.query.as_deref());
-            Some(
-                if let Some(i) = st.once.iter().position(|(m, _)| matches(m)) {
-                    st.once.remove(i).map_or(Behavior::Default, |(_, b)| b)
-                } else if let Some((_, b)) = st.rules.iter().rev().find(|(m, _)| matches(m)) {
-                    b.clone()
-                } else {
-                    st.default.clone()
-                },
-            )
-        };
-        st.seen += 1;
-        if st.recording {
-            st.requests.push(Recorded {
-                at: Instant::now(),
-                method: req.method.clone(),
-                path: req.path.clone(),
-                query: req.query.clone(),
-                headers: req.headers.clone(),
-                body: req.body.clone(),
-                connection,
-                behavior: behavior.as_ref().map_or("Stalled", Behavior::name),
-            });
-        }
-        drop(st);
-        self.notify.notify_waiters();
-        behavior
-    }
-
-    pub(crate) fn members(&self) -> Arc<[Member]> {
-        self.state.lock().members.clone()
-    }
-
-    /// Registers a newly accepted connection and returns its id.
-    pub(crate) fn connection_opened(&self) -> u64 {
-        let id = self.next_connection.fetch_add(1, Ordering::SeqCst) + 1;
-        self.open.fetch_add(1, Ordering::SeqCst);
-        self.notify.notify_waiters();
-        id
-    }
-
-    pub(crate) fn connection_closed(&self) {
-        self.open.fetch_sub(1, Ordering::SeqCst);
-        self.notify.notify_waiters();
     }
 }
 

@@ -11,8 +11,8 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::behavior::Behavior;
 use crate::http::{self, ReadError, Request};
-use crate::node::Shared;
 use crate::opensearch;
+use crate::shared::Shared;
 
 /// The body length [`Behavior::CloseAfterHeaders`] claims.
 const CLOSE_AFTER_HEADERS_CLAIMED_LEN: usize = 64;

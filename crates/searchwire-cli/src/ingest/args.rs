@@ -6,10 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, ValueEnum};
-use searchwire::explain::{format_duration, parse_duration};
+use searchwire::explain::format_duration;
 use searchwire_bulk::defaults as d;
 
-use crate::args::ConnectArgs;
+use crate::connect::ConnectArgs;
+use crate::durations::{parse_duration_arg, parse_positive_duration};
 
 const AFTER_HELP: &str = "\
 Input: one JSON object per line. With --index (or --format docs) each line is a document; \
@@ -209,23 +210,9 @@ pub const DRAIN_TIMEOUT: &str = "30s";
 /// take about 2.4 s; 10 s leaves room for them and for the breaker's first probe.
 pub const QUEUE_AFTER: &str = "10s";
 
-pub(super) fn parse_duration_arg(s: &str) -> Result<Duration, String> {
-    parse_duration(s).map_err(|e| e.to_string())
-}
-
 impl IngestQueueArgs {
     pub(super) fn configured(&self) -> bool {
         self.queue_dir.is_some() || self.redis.is_some()
-    }
-}
-
-pub(crate) fn parse_positive_duration(s: &str) -> Result<Duration, String> {
-    match parse_duration(s) {
-        Ok(d) if !d.is_zero() => Ok(d),
-        Ok(_) => Err(format!(
-            "{s:?} is zero; give a positive duration such as 5s"
-        )),
-        Err(e) => Err(e.to_string()),
     }
 }
 
@@ -255,6 +242,7 @@ pub(super) fn parse_bytes(s: &str) -> Result<usize, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use searchwire::explain::parse_duration;
 
     #[test]
     fn queue_defaults_match_the_defaults_table() {

@@ -113,7 +113,7 @@ pub struct NodeAddr {
     /// This node's keep-alive connection pool, created on first use by the connector and
     /// dropped by `Connector::reset`. Lives with the address so the send path needs no
     /// shared map and no lock.
-    pub(crate) conn: std::sync::Arc<crate::http::connector::ConnSlot>,
+    pub(crate) conn: std::sync::Arc<crate::http::conns::ConnSlot>,
 }
 
 impl PartialEq for NodeAddr {

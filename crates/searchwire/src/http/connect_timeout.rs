@@ -13,6 +13,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::Uri;
+use hyper_util::client::legacy::connect::HttpConnector;
+
+/// TCP and TLS, bounded together by the connect timeout.
+pub(crate) type Https = ConnectTimeout<hyper_rustls::HttpsConnector<HttpConnector>>;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 

@@ -19,7 +19,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use crate::classify::{classify_send_error, OutcomeKind};
 use crate::http::addr::NodeAddr;
 use crate::http::conns::{NodeConns, Sender};
-use crate::message::error::{BoxError, Error};
+use crate::message::error::Error;
 
 /// A complete response as read off the wire.
 pub(crate) struct RawResponse {
@@ -28,11 +28,7 @@ pub(crate) struct RawResponse {
     pub body: Bytes,
 }
 
-/// Why sending failed without a response: the kind (connect or reset) and the cause.
-pub(crate) struct SendError {
-    pub kind: OutcomeKind,
-    pub source: BoxError,
-}
+pub(crate) use crate::http::send_error::SendError;
 
 pub(crate) type SendFuture = Pin<Box<dyn Future<Output = Result<RawResponse, SendError>> + Send>>;
 
@@ -117,13 +113,7 @@ impl ClientIdentityPem {
     }
 }
 
-/// TCP and TLS, bounded together by the connect timeout (`connect_timeout.rs`).
-pub(crate) type Https =
-    crate::http::connect_timeout::ConnectTimeout<hyper_rustls::HttpsConnector<HttpConnector>>;
-
-/// Where a node's connections live (inside its [`NodeAddr`]): empty until the first
-/// request, emptied again by [`Connector::reset`]. Loading it is lock-free.
-pub(crate) type ConnSlot = arc_swap::ArcSwapOption<NodeConns>;
+pub(crate) use crate::http::connect_timeout::Https;
 
 /// The production connector: hyper 1's HTTP/1 connections over rustls, kept per node
 /// (`conns.rs`).

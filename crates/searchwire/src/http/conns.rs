@@ -28,7 +28,8 @@ use http_body_util::Full;
 use hyper::client::conn::http1::SendRequest;
 
 use crate::classify::OutcomeKind;
-use crate::http::connector::{Https, SendError};
+use crate::http::connect_timeout::Https;
+use crate::http::send_error::SendError;
 use crate::sync::{lock, ClearOnDrop};
 
 /// The sending half of one HTTP/1 connection; its connection task runs on the runtime.
@@ -40,6 +41,10 @@ const TICKS_PER_TIMEOUT: u32 = 4;
 /// The shortest reaper tick: an idle timeout of a few milliseconds (tests, or a
 /// misconfiguration) must not spin the reaper.
 const MIN_TICK: Duration = Duration::from_millis(1);
+
+/// Where a node's connections live (inside its `NodeAddr`): empty until the first request,
+/// emptied again by `Connector::reset`. Loading it is lock-free.
+pub(crate) type ConnSlot = arc_swap::ArcSwapOption<NodeConns>;
 
 /// One node's idle keep-alive connections, and how to open a new one.
 pub(crate) struct NodeConns {

@@ -1,9 +1,11 @@
 //! What came back: status, headers, body, which node answered, and the attempts it took.
+//! (`Response::json`, which returns the crate's [`Error`](crate::Error), is defined beside that
+//! error in `error.rs`, so this file stays below it.)
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 
-use crate::message::error::{Attempt, Error, ErrorKind};
+use crate::message::attempt::Attempt;
 
 /// A complete HTTP response (the body is read in full within the attempt timeout).
 #[derive(Clone)]
@@ -53,18 +55,6 @@ impl Response {
     /// The body as UTF-8 text (lossy).
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).into_owned()
-    }
-
-    /// Parses the body as JSON. A body that is not the expected JSON gives an error that
-    /// names the node and the parse failure.
-    pub fn json<T: serde::de::DeserializeOwned>(&self) -> Result<T, Error> {
-        serde_json::from_slice(&self.body).map_err(|e| {
-            Error::new(
-                ErrorKind::Decode,
-                format!("response from {} is not the expected JSON: {e}", self.node),
-            )
-            .with_source(e)
-        })
     }
 
     /// The URL (without credentials) of the node that produced this response.
