@@ -3,7 +3,7 @@
 //! priorities (`X-Searchwire-Priority`, interleaved requests) and every one is answered
 //! `queued`; after the nodes come back a second relay on the same queue drains it to zero,
 //! and the one-shard index holds exactly the 20,000 ids, each written once (`_version` 1 of a
-//! `create`), in the order the delivery loop guarantees (ARCHITECTURE.md, "Delivery order,
+//! `create`), in the order the delivery loop guarantees (docs/architecture/relay.md, "Delivery order,
 //! exactly"), read from `_seq_no`:
 //! - every high-priority document was written before any low-priority one (the priority
 //!   barrier; every message was due when delivery started);

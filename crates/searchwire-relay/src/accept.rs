@@ -61,7 +61,7 @@ pub struct BulkRequest {
     /// requests share a request only when their parameters are equal), so a live item is
     /// refreshed, waited for and checked as the cluster would for the client, and a value
     /// the cluster refuses is its 400. Not kept with a queued item: delivery uses the
-    /// cluster's defaults (see ARCHITECTURE.md, "The relay").
+    /// cluster's defaults (see docs/architecture/relay.md).
     pub query: Vec<(String, String)>,
     /// `X-Searchwire-Priority`.
     pub priority: Option<u8>,

@@ -134,7 +134,7 @@ fn invalid(item: &Item, m: &str) -> Verdict {
 /// only be this item's own earlier write: its id was assigned by the relay, or a request
 /// carrying it failed ambiguously) is answered `201 "created"` — the document this item
 /// carried is in the index under its id. A 409 on a client-given id at the first clean
-/// attempt stays OpenSearch's 409 (see ARCHITECTURE.md, "The relay").
+/// attempt stays OpenSearch's 409 (see docs/architecture/relay.md).
 pub fn verdict(item: &Item, outcome: ItemOutcome) -> Verdict {
     match outcome {
         ItemOutcome::Written(w) => {

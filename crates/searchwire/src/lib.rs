@@ -41,7 +41,7 @@
 //! credentials may read `/_cluster/health?local=true` ([`Capability`]), refresh it
 //! periodically, and report it with [`Client::cluster_health`] and [`Client::check_all`];
 //! a 401/403 never marks a node dead.
-//! See `docs/ARCHITECTURE.md`.
+//! See `docs/ARCHITECTURE.md` and `docs/architecture/transport.md`.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

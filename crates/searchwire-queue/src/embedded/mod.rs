@@ -18,7 +18,7 @@
 //! The file holds segments (the records each commit creates, written once), a done bitmap
 //! per segment, one row per lease call, the dead letters and counters (`tables.rs`, on-disk
 //! format 3). The delivery order, id → slot, the payload hashes and the counts live in
-//! memory (`state.rs`) and are rebuilt from the segment headers when the queue is opened.
+//! memory (`state/`) and are rebuilt from the segment headers when the queue is opened.
 //!
 //! # Durability
 //!

@@ -508,7 +508,7 @@ impl ClientBuilder {
     }
 
     /// The client's retry budget (default: retries add at most 20 % of the requests, plus
-    /// 10 per second, over 10 s; see [`RetryBudget`](crate::RetryBudget) and `docs/ARCHITECTURE.md`).
+    /// 10 per second, over 10 s; see [`RetryBudget`](crate::RetryBudget) and `docs/architecture/transport.md`).
     pub fn retry_budget(mut self, budget: RetryBudget) -> ClientBuilder {
         self.budget = Some(budget);
         self

@@ -15,7 +15,7 @@ use crate::shared::Inner;
 
 /// Who ran a health check, which decides what its result does to the node. The one place
 /// that turns a [`CheckResult`] into node causes is [`apply`]; the differences between the
-/// callers are deliberate ("only connectivity decides liveness", `docs/ARCHITECTURE.md`):
+/// callers are deliberate ("only connectivity decides liveness", `docs/architecture/transport.md`):
 ///
 /// | cause | answered (200, 401/403) | unhealthy (answered, not usefully) | unreachable |
 /// | --- | --- | --- | --- |

@@ -31,7 +31,7 @@
 //! probes) and linkerd2-proxy's failure-accrual breaker (a probe that fails backs the
 //! breaker off for longer). The per-node breaker (eject a node after consecutive failures,
 //! readmit it through one probe) is the node pool's dead/alive state with its resurrection
-//! timer; see `docs/ARCHITECTURE.md`.
+//! timer; see `docs/architecture/transport.md`.
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};

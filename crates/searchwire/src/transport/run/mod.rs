@@ -95,7 +95,7 @@ struct Run<'a> {
     query: String,
 }
 
-/// The attempt loop of one request (see `docs/ARCHITECTURE.md`, "The request flow").
+/// The attempt loop of one request (see `docs/architecture/transport.md`, "The request flow").
 ///
 /// The first attempt runs inline and a success returns from here; anything else — a
 /// failed or timed-out first attempt, the retries, their backoff and liveness checks —

@@ -60,7 +60,7 @@ impl<'a> Run<'a> {
         loop {
             // A timed-out attempt makes the node suspect, not dead: a short liveness check
             // decides between a hung node (dead, fail over) and a slow request (the node
-            // stays alive, the request fails; see docs/ARCHITECTURE.md).
+            // stays alive, the request fails; see docs/architecture/transport.md).
             let slow_request = if result.kind == OutcomeKind::Timeout {
                 match node_answers(inner, &node, attempt_timeout, deadline).await {
                     Some(answered) => answered,
