@@ -246,6 +246,33 @@ async fn deadline_with_a_hanging_node_exits_3() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_too_short_to_start_an_attempt_exits_3_and_sends_nothing() {
+    let c = cluster(1).await;
+    for deadline in ["1ns", "500us"] {
+        let out = run(&[
+            "request",
+            "POST",
+            "/logs/_doc",
+            "--url",
+            &urls(&c),
+            "--data",
+            "{}",
+            "--deadline",
+            deadline,
+        ])
+        .await;
+        assert_eq!(code(&out), 3, "stderr: {}", stderr(&out));
+        assert!(
+            error_line(&out).contains("nothing was sent"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    }
+    assert_eq!(c.request_count(), 0, "the node must receive nothing");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempt_timeout_then_failover_succeeds() {
     // `--attempt-timeout`, and `--timeout`, its deprecated old name.
     for flag in ["--timeout", "--attempt-timeout"] {
