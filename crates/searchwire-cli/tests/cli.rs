@@ -118,6 +118,42 @@ async fn json_flag_prints_status_node_attempts_and_parsed_body() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_envelope_embeds_the_body_as_the_node_sent_it_on_one_line() {
+    // Key order, number spellings and string contents stay exactly as sent; only the
+    // whitespace between tokens goes, so the envelope is one line.
+    let c = cluster(1).await;
+    let respond = |status: u16, body: &str| Behavior::Respond {
+        status,
+        headers: Vec::new(),
+        body: body.to_string().into(),
+    };
+    let pretty =
+        "{\n  \"z\": 1,\n  \"a\": [12345678901234567890123, 1.50e3],\n  \"s\": \"a  b\\n\"\n}\n";
+    c.node(0)
+        .on(Match::Path("/pretty".into()), respond(200, pretty));
+    c.node(0)
+        .on(Match::Path("/text".into()), respond(400, "not \"json\"\n"));
+    let url = c.node(0).url();
+    let out = run(&["request", "GET", "/pretty", "--url", &url, "--json"]).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{{\"status\":200,\"node\":\"{url}\",\"attempts\":1,\"body\":{{\"z\":1,\"a\":[12345678901234567890123,1.50e3],\"s\":\"a  b\\n\"}}}}\n"
+        )
+    );
+    // A body that is not JSON is a string; a failure adds its error kind.
+    let out = run(&["request", "GET", "/text", "--url", &url, "--json"]).await;
+    assert_eq!(code(&out), 1, "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "{text:?}");
+    let v = json(&text);
+    assert_eq!(v["status"], 400);
+    assert_eq!(v["body"], "not \"json\"\n");
+    assert_eq!(v["error"], "status");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_is_sent_as_json_or_ndjson_by_endpoint() {
     let c = cluster(1).await;
     let node = c.node(0);
