@@ -67,10 +67,12 @@ Output: a table, or with --json one object per check: \
 {\"cluster_name\",\"status\":\"green|yellow|red|unknown\",\"nodes\":[{\"url\",\"state\":\"alive|dead|no answer\",\
 \"capability\":\"pending|available|unavailable\",\"version\",\"distribution\",\"last_error\"}]}; \
 status is unknown when no node could report cluster health.
-With --deadline DUR, a node whose check has not finished in DUR is reported with state \
-\"no answer\" and last_error saying so; it does not count as reachable.
+Every node is checked at once, so one check takes about one health-check timeout however many \
+nodes hang. A node whose GET / gets no answer within the health-check timeout, or whose check \
+has not finished within --deadline, is reported with state \"no answer\" and last_error saying \
+so; it does not count as reachable.
 Exit codes: 0 at least one node reachable, 2 usage or configuration error, 3 no node \
-reachable and at least one did not answer within --deadline, 4 no node reachable, 5 every \
+reachable and at least one did not answer in time, 4 no node reachable, 5 every \
 reachable node rejected the credentials.";
 
 /// Where the cluster is and how to authenticate: shared by every subcommand that talks to it.
@@ -162,8 +164,7 @@ pub struct HealthArgs {
         long,
         value_name = "DUR",
         value_parser = parse_positive_duration,
-        help = "Bound each check overall, e.g. 5s: nodes that have not answered by then are \
-                reported with state \"no answer\" [default: none]"
+        help = health_deadline_help()
     )]
     pub deadline: Option<Duration>,
 
@@ -454,6 +455,27 @@ fn deadline_help() -> String {
     "The request's timeout: its overall time budget across every attempt and backoff, \
      e.g. 10s (the request's deadline is its start plus this) [default: none]"
         .to_string()
+}
+
+/// How long one `health` check may take overall without `--deadline`: the health-check
+/// timeout plus this, so a node answering `GET /` just before its timeout still has a moment
+/// for its capability probe, and the command ends in about one timeout however many nodes
+/// there are.
+pub const HEALTH_DEADLINE_GRACE: Duration = Duration::from_secs(1);
+
+/// The overall limit of one `health` check without `--deadline`.
+pub fn default_health_deadline() -> Duration {
+    defaults::HEALTH_CHECK_TIMEOUT + HEALTH_DEADLINE_GRACE
+}
+
+fn health_deadline_help() -> String {
+    format!(
+        "Bound each check overall, e.g. 5s: nodes that have not answered by then are \
+         reported with state \"no answer\" [default: {}, the health-check timeout of {} plus {}]",
+        format_duration(default_health_deadline()),
+        format_duration(defaults::HEALTH_CHECK_TIMEOUT),
+        format_duration(HEALTH_DEADLINE_GRACE)
+    )
 }
 
 fn max_retries_help() -> String {

@@ -1134,6 +1134,56 @@ async fn health_deadline_reports_hung_nodes_as_no_answer_and_exits_3_when_none_a
         .is_some_and(|a| a.len() == 2 && a.iter().all(|n| n["state"] == "no answer")));
 }
 
+/// `n` loopback listeners that accept connections and never answer; the connections stay
+/// open while the runtime runs.
+async fn hung_listeners(n: usize) -> Vec<String> {
+    let mut urls = Vec::new();
+    for _ in 0..n {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("cannot listen: {e}"));
+        let addr = l.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        urls.push(format!("http://{addr}"));
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((sock, _)) = l.accept().await {
+                held.push(sock);
+            }
+        });
+    }
+    urls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_of_fifty_hung_nodes_ends_in_one_check_timeout_with_every_node_no_answer() {
+    // Checked all at once: one 5 s health-check timeout for all 50, not one per few.
+    let urls = hung_listeners(50).await.join(",");
+    let started = std::time::Instant::now();
+    let as_json = ["health", "--url", &urls, "--json"];
+    let as_table = ["health", "--url", &urls];
+    let (json_out, table_out) = tokio::join!(run(&as_json), run(&as_table));
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(15),
+        "took {took:?}; checking a few nodes at a time takes 35 s"
+    );
+    assert_eq!(code(&json_out), 3, "stderr: {}", stderr(&json_out));
+    let v = json(&stdout(&json_out));
+    let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(nodes.len(), 50);
+    for n in &nodes {
+        assert_eq!(n["state"], "no answer", "{n}");
+        assert_eq!(
+            n["last_error"], "no answer within the health check timeout of 5s",
+            "{n}"
+        );
+    }
+    assert_eq!(code(&table_out), 3, "stderr: {}", stderr(&table_out));
+    let table = stdout(&table_out);
+    assert!(table.contains("reachable: 0/50"), "{table}");
+    assert_eq!(table.matches("  no answer  ").count(), 50, "{table}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn health_watch_prints_one_json_line_per_check_until_interrupted() {
     use tokio::io::AsyncBufReadExt;
