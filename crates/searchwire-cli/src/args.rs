@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use searchwire::explain::{self as defaults, format_duration, parse_duration};
-use searchwire::{Backoff, Capacity, ResurrectionConfig};
+use searchwire::{echo, Backoff, Capacity, ResurrectionConfig};
 
 /// The environment variable `--password` falls back to.
 pub const PASSWORD_ENV: &str = "SEARCHWIRE_PASSWORD";
@@ -392,15 +392,20 @@ fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     let d = parse_duration_arg(s)?;
     if d.is_zero() {
         return Err(format!(
-            "{s:?} is zero; give a positive duration such as 5s"
+            "{} is zero; give a positive duration such as 5s",
+            echo(s)
         ));
     }
     Ok(d)
 }
 
 fn parse_method(s: &str) -> Result<http::Method, String> {
-    http::Method::from_bytes(s.to_ascii_uppercase().as_bytes())
-        .map_err(|_| format!("{s:?} is not an HTTP method (GET, POST, PUT, DELETE, HEAD, ...)"))
+    http::Method::from_bytes(s.to_ascii_uppercase().as_bytes()).map_err(|_| {
+        format!(
+            "{} is not an HTTP method (GET, POST, PUT, DELETE, HEAD, ...)",
+            echo(s)
+        )
+    })
 }
 
 fn parse_status_list(s: &str) -> Result<StatusList, String> {
@@ -414,7 +419,8 @@ fn parse_status_list(s: &str) -> Result<StatusList, String> {
             match p.parse::<u16>() {
                 Ok(code) if (400..=599).contains(&code) => Ok(code),
                 _ => Err(format!(
-                    "{p:?} is not a 4xx or 5xx HTTP status; give e.g. 502,503 or none"
+                    "{} is not a 4xx or 5xx HTTP status; give e.g. 502,503 or none",
+                    echo(p)
                 )),
             }
         })
@@ -435,7 +441,8 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(r) if (MIN_RATE..=MAX_RATE).contains(&r) => Ok(r),
         _ => Err(format!(
-            "{s:?} is not a rate from {MIN_RATE} to {MAX_RATE:e} requests per second"
+            "{} is not a rate from {MIN_RATE} to {MAX_RATE:e} requests per second",
+            echo(s)
         )),
     }
 }

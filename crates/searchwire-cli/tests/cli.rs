@@ -438,6 +438,80 @@ async fn bad_timeout_is_a_usage_error_naming_the_flag() {
     assert!(err.contains("5 minutes"), "{err}");
 }
 
+/// The error line of a run that must fail with a usage error (2) caused by `huge`, a value
+/// far longer than any error should echo: the value is cut with a marker.
+fn assert_cut_usage_error(out: &Output, huge: &str) -> String {
+    assert_eq!(
+        code(out),
+        2,
+        "stderr: {}",
+        &stderr(out)[..stderr(out).len().min(2000)]
+    );
+    let err = stderr(out);
+    assert!(err.len() < 2000, "{} bytes of error", err.len());
+    assert!(err.contains("more characters)"), "{err}");
+    assert!(err.contains(&huge[..80]), "{err}");
+    assert!(!err.contains(&huge[..81]), "{err}");
+    err
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_values_are_cut_in_errors_from_the_environment_flags_and_urls() {
+    let digits = "9".repeat(300);
+    // One argument may be at most 128 KiB (MAX_ARG_STRLEN).
+    let huge = "x".repeat(100_000);
+    // The environment.
+    for var in ["SEARCHWIRE_ATTEMPT_TIMEOUT", "SEARCHWIRE_REQUEST_TIMEOUT"] {
+        let out = run_env(
+            &["request", "GET", "/", "--url", "http://127.0.0.1:1"],
+            &[(var, &digits)],
+        )
+        .await;
+        let err = assert_cut_usage_error(&out, &digits);
+        assert!(err.contains(var), "{err}");
+    }
+    // Flags: clap's own message and ours.
+    for (flag, value) in [("--deadline", &digits), ("--rate", &huge)] {
+        let mut args = vec!["request", "GET", "/", "--url", "http://127.0.0.1:1"];
+        args.extend([flag, value.as_str()]);
+        if flag == "--rate" {
+            args.extend(["--repeat", "1"]);
+        }
+        let err = assert_cut_usage_error(&run(&args).await, value);
+        assert!(err.contains(flag), "{err}");
+    }
+    let method = format!("{huge}()");
+    let out = run(&["request", &method, "/", "--url", "http://127.0.0.1:1"]).await;
+    let err = assert_cut_usage_error(&out, &method);
+    assert!(err.contains("HTTP method"), "{err}");
+    // The request's own path, in the error of a request that failed.
+    let path = format!("/{}", &huge[..20_000]);
+    let out = run(&["request", "GET", &path, "--url", "http://127.0.0.1:1"]).await;
+    assert_eq!(
+        code(&out),
+        4,
+        "{}",
+        &stderr(&out)[..2000.min(stderr(&out).len())]
+    );
+    let err = error_line(&out);
+    assert!(err.len() < 2000, "{} bytes of error", err.len());
+    assert!(err.contains("more characters)"), "{err}");
+    // A URL: cut, and its credentials never shown.
+    let url = format!("http://user:Sekr1tPassw0rd@{huge}:9200/?q=1");
+    let out = run(&["request", "GET", "/", "--url", &url]).await;
+    assert_eq!(
+        code(&out),
+        2,
+        "{}",
+        &stderr(&out)[..2000.min(stderr(&out).len())]
+    );
+    let err = stderr(&out);
+    assert!(err.len() < 2000, "{} bytes of error", err.len());
+    assert!(err.contains("more characters)"), "{err}");
+    assert!(err.contains("http://<redacted>@xxx"), "{err}");
+    assert!(!err.contains("Sekr1tPassw0rd"), "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn conflicting_or_incomplete_flags_exit_2() {
     let base = ["request", "GET", "/", "--url", "http://127.0.0.1:1"];
