@@ -438,18 +438,20 @@ async fn bad_timeout_is_a_usage_error_naming_the_flag() {
     assert!(err.contains("5 minutes"), "{err}");
 }
 
-/// The error line of a run that must fail with a usage error (2) caused by `huge`, a value
-/// far longer than any error should echo: the value is cut with a marker.
-fn assert_cut_usage_error(out: &Output, huge: &str) -> String {
-    assert_eq!(
-        code(out),
-        2,
-        "stderr: {}",
-        &stderr(out)[..stderr(out).len().min(2000)]
-    );
+/// The stderr of a run that must exit with `want`, its error cut with a marker (a short
+/// message, however long the value that caused it).
+fn assert_cut_error(out: &Output, want: i32) -> String {
     let err = stderr(out);
+    assert_eq!(code(out), want, "stderr: {}", &err[..err.len().min(2000)]);
     assert!(err.len() < 2000, "{} bytes of error", err.len());
     assert!(err.contains("more characters)"), "{err}");
+    err
+}
+
+/// [`assert_cut_error`] for a usage error (2) caused by `huge`: its first 80 characters
+/// are shown, no more.
+fn assert_cut_usage_error(out: &Output, huge: &str) -> String {
+    let err = assert_cut_error(out, 2);
     assert!(err.contains(&huge[..80]), "{err}");
     assert!(!err.contains(&huge[..81]), "{err}");
     err
@@ -487,27 +489,10 @@ async fn huge_values_are_cut_in_errors_from_the_environment_flags_and_urls() {
     // The request's own path, in the error of a request that failed.
     let path = format!("/{}", &huge[..20_000]);
     let out = run(&["request", "GET", &path, "--url", "http://127.0.0.1:1"]).await;
-    assert_eq!(
-        code(&out),
-        4,
-        "{}",
-        &stderr(&out)[..2000.min(stderr(&out).len())]
-    );
-    let err = error_line(&out);
-    assert!(err.len() < 2000, "{} bytes of error", err.len());
-    assert!(err.contains("more characters)"), "{err}");
+    assert_cut_error(&out, 4);
     // A URL: cut, and its credentials never shown.
     let url = format!("http://user:Sekr1tPassw0rd@{huge}:9200/?q=1");
-    let out = run(&["request", "GET", "/", "--url", &url]).await;
-    assert_eq!(
-        code(&out),
-        2,
-        "{}",
-        &stderr(&out)[..2000.min(stderr(&out).len())]
-    );
-    let err = stderr(&out);
-    assert!(err.len() < 2000, "{} bytes of error", err.len());
-    assert!(err.contains("more characters)"), "{err}");
+    let err = assert_cut_error(&run(&["request", "GET", "/", "--url", &url]).await, 2);
     assert!(err.contains("http://<redacted>@xxx"), "{err}");
     assert!(!err.contains("Sekr1tPassw0rd"), "{err}");
 }
