@@ -1217,7 +1217,7 @@ async fn hung_listeners(n: usize) -> Vec<String> {
 async fn health_of_fifty_hung_nodes_ends_in_one_check_timeout_with_every_node_no_answer() {
     // Checked all at once: one 5 s health-check timeout for all 50, not one per few.
     let urls = hung_listeners(50).await.join(",");
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let as_json = ["health", "--url", &urls, "--json"];
     let as_table = ["health", "--url", &urls];
     let (json_out, table_out) = tokio::join!(run(&as_json), run(&as_table));

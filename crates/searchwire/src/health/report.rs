@@ -266,7 +266,7 @@ pub(crate) async fn check_all(inner: &Arc<Inner>, limit: Option<Duration>) -> He
                     if let ProbeOutcome::Ok(h) = probe_capability(&inner, &node).await {
                         report.cluster_health = Some(h);
                     }
-                    report.capability = node.capability().state.clone();
+                    report.capability = node.capability().state;
                 }
                 CheckResult::AuthRejected(s) => {
                     report.auth_rejected = Some(s);
