@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 use searchwire::explain::{self as defaults, format_duration};
-use searchwire::{Backoff, Capacity, ResurrectionConfig};
+use searchwire::{echo, Backoff, Capacity, ResurrectionConfig};
 
 use crate::connect::ConnectArgs;
 use crate::durations::{parse_duration_arg, parse_positive_duration};
@@ -69,10 +69,12 @@ Output: a table, or with --json one object per check: \
 {\"cluster_name\",\"status\":\"green|yellow|red|unknown\",\"nodes\":[{\"url\",\"state\":\"alive|dead|no answer\",\
 \"capability\":\"pending|available|unavailable\",\"version\",\"distribution\",\"last_error\"}]}; \
 status is unknown when no node could report cluster health.
-With --deadline DUR, a node whose check has not finished in DUR is reported with state \
-\"no answer\" and last_error saying so; it does not count as reachable.
+Every node is checked at once, so one check takes about one health-check timeout however many \
+nodes hang. A node whose GET / gets no answer within the health-check timeout, or whose check \
+has not finished within --deadline, is reported with state \"no answer\" and last_error saying \
+so; it does not count as reachable.
 Exit codes: 0 at least one node reachable, 2 usage or configuration error, 3 no node \
-reachable and at least one did not answer within --deadline, 4 no node reachable, 5 every \
+reachable and at least one did not answer in time, 4 no node reachable, 5 every \
 reachable node rejected the credentials.";
 
 #[derive(Debug, Args)]
@@ -95,8 +97,7 @@ pub struct HealthArgs {
         long,
         value_name = "DUR",
         value_parser = parse_positive_duration,
-        help = "Bound each check overall, e.g. 5s: nodes that have not answered by then are \
-                reported with state \"no answer\" [default: none]"
+        help = health_deadline_help()
     )]
     pub deadline: Option<Duration>,
 
@@ -317,8 +318,12 @@ pub enum Format {
 // ---- value parsers -------------------------------------------------------------------------
 
 fn parse_method(s: &str) -> Result<http::Method, String> {
-    http::Method::from_bytes(s.to_ascii_uppercase().as_bytes())
-        .map_err(|_| format!("{s:?} is not an HTTP method (GET, POST, PUT, DELETE, HEAD, ...)"))
+    http::Method::from_bytes(s.to_ascii_uppercase().as_bytes()).map_err(|_| {
+        format!(
+            "{} is not an HTTP method (GET, POST, PUT, DELETE, HEAD, ...)",
+            echo(s)
+        )
+    })
 }
 
 fn parse_status_list(s: &str) -> Result<StatusList, String> {
@@ -332,7 +337,8 @@ fn parse_status_list(s: &str) -> Result<StatusList, String> {
             match p.parse::<u16>() {
                 Ok(code) if (400..=599).contains(&code) => Ok(code),
                 _ => Err(format!(
-                    "{p:?} is not a 4xx or 5xx HTTP status; give e.g. 502,503 or none"
+                    "{} is not a 4xx or 5xx HTTP status; give e.g. 502,503 or none",
+                    echo(p)
                 )),
             }
         })
@@ -353,7 +359,8 @@ fn parse_rate(s: &str) -> Result<f64, String> {
     match s.trim().parse::<f64>() {
         Ok(r) if (MIN_RATE..=MAX_RATE).contains(&r) => Ok(r),
         _ => Err(format!(
-            "{s:?} is not a rate from {MIN_RATE} to {MAX_RATE:e} requests per second"
+            "{} is not a rate from {MIN_RATE} to {MAX_RATE:e} requests per second",
+            echo(s)
         )),
     }
 }
@@ -373,6 +380,27 @@ fn deadline_help() -> String {
     "The request's timeout: its overall time budget across every attempt and backoff, \
      e.g. 10s (the request's deadline is its start plus this) [default: none]"
         .to_string()
+}
+
+/// How long one `health` check may take overall without `--deadline`: the health-check
+/// timeout plus this, so a node answering `GET /` just before its timeout still has a moment
+/// for its capability probe, and the command ends in about one timeout however many nodes
+/// there are.
+pub const HEALTH_DEADLINE_GRACE: Duration = Duration::from_secs(1);
+
+/// The overall limit of one `health` check without `--deadline`.
+pub fn default_health_deadline() -> Duration {
+    defaults::HEALTH_CHECK_TIMEOUT + HEALTH_DEADLINE_GRACE
+}
+
+fn health_deadline_help() -> String {
+    format!(
+        "Bound each check overall, e.g. 5s: nodes that have not answered by then are \
+         reported with state \"no answer\" [default: {}, the health-check timeout of {} plus {}]",
+        format_duration(default_health_deadline()),
+        format_duration(defaults::HEALTH_CHECK_TIMEOUT),
+        format_duration(HEALTH_DEADLINE_GRACE)
+    )
 }
 
 fn max_retries_help() -> String {

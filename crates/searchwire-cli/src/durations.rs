@@ -14,7 +14,8 @@ pub(crate) fn parse_positive_duration(s: &str) -> Result<Duration, String> {
     let d = parse_duration_arg(s)?;
     if d.is_zero() {
         return Err(format!(
-            "{s:?} is zero; give a positive duration such as 5s"
+            "{} is zero; give a positive duration such as 5s",
+            searchwire::echo(s)
         ));
     }
     Ok(d)

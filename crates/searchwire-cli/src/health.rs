@@ -1,5 +1,6 @@
-//! `searchwire health`: one `searchwire::Client` over the given nodes, `Client::check_all`
-//! (GET / and the cluster-health capability probe on every node, waiting for the probe),
+//! `searchwire health`: one `searchwire::Client` over the given nodes,
+//! `Client::check_all_within` (GET / and the cluster-health capability probe on every node at
+//! once, waiting for the probe, bounded by `--deadline` or the health-check timeout plus 1 s),
 //! then a table or one JSON object — once, or every `--watch` interval with the same
 //! client, so node state carries from one check to the next.
 //!
@@ -21,10 +22,10 @@ pub async fn run(args: HealthArgs, auth: Auth) -> u8 {
         Err(code) => return code,
     };
     loop {
-        let report = match args.deadline {
-            Some(limit) => client.check_all_within(limit).await,
-            None => client.check_all().await,
-        };
+        let limit = args
+            .deadline
+            .unwrap_or_else(crate::args::default_health_deadline);
+        let report = client.check_all_within(limit).await;
         let text = if args.json {
             output::to_json_line(&to_json(&report))
         } else {
@@ -50,7 +51,7 @@ fn build_client(a: &HealthArgs, auth: Auth) -> Result<Client, String> {
 }
 
 /// 0 when at least one node answered; 3 when none did and at least one did not answer
-/// within `--deadline`; 4 when none did; 5 when every node that answered rejected the
+/// in time (within the health-check timeout or `--deadline`); 4 when none did; 5 when every node that answered rejected the
 /// credentials.
 pub fn exit_code(report: &HealthReport) -> u8 {
     if report.reachable() == 0 && report.timed_out() > 0 {

@@ -110,10 +110,10 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
         if let Some(cp) = read_checkpoint(path)? {
             if cp.input != a.input {
                 return Err(format!(
-                    "the checkpoint {} is for input {:?}, not {:?}; use another --resume file",
+                    "the checkpoint {} is for input {}, not {}; use another --resume file",
                     path.display(),
-                    cp.input,
-                    a.input
+                    searchwire::echo(&cp.input),
+                    searchwire::echo(&a.input)
                 ));
             }
             start_at = cp;

@@ -100,7 +100,7 @@ pub(crate) fn parse_doc(text: &Bytes, spec: &ParseSpec) -> Result<Action, String
     let mut action = Action::with_op(spec.op, index);
     let id = scan::object(text, &spec.id_path).map_err(|e| format!("not a JSON document: {e}"))?;
     if let Some(path) = &spec.id_field {
-        let id = id.ok_or_else(|| format!("no id field {path:?}"))?;
+        let id = id.ok_or_else(|| format!("no id field {}", searchwire::echo(path)))?;
         action = action.id(id);
     }
     Ok(action.source(text.clone()))
@@ -146,7 +146,8 @@ fn parse_action_line(text: &[u8], spec: &ParseSpec) -> Result<PartialAction, Str
         "delete" => OpType::Delete,
         other => {
             return Err(format!(
-                "unknown bulk action {other:?}; use index, create, update or delete"
+                "unknown bulk action {}; use index, create, update or delete",
+                searchwire::echo(other)
             ))
         }
     };
@@ -181,7 +182,9 @@ impl PartialAction {
                 None | Some("internal") => VersionType::Internal,
                 Some("external") => VersionType::External,
                 Some("external_gte") => VersionType::ExternalGte,
-                Some(other) => return Err(format!("unknown version_type {other:?}")),
+                Some(other) => {
+                    return Err(format!("unknown version_type {}", searchwire::echo(other)))
+                }
             };
             a = a.version(v, vt);
         }

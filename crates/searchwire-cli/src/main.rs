@@ -48,8 +48,7 @@ use crate::connect::Auth;
 const WORKER_THREADS: usize = 2;
 
 fn main() -> ExitCode {
-    // Usage errors exit with clap's code 2, help/version with 0.
-    let cli = Cli::parse();
+    let cli = parse_args();
     #[cfg(feature = "otlp")]
     let otlp_endpoint = cli.otlp_endpoint.clone();
     #[cfg(not(feature = "otlp"))]
@@ -184,6 +183,40 @@ fn resolve_auth(
     }
 }
 
+/// The command line, parsed. Usage errors exit with clap's code 2, help/version with 0.
+///
+/// clap's errors quote the offending value (an invalid value, an unexpected argument)
+/// whole; one longer than [`searchwire::MAX_ECHO_CHARS`] is cut the way every other error
+/// message cuts a user's value ([`searchwire::echo`]), so a pasted file cannot flood the
+/// terminal.
+fn parse_args() -> Cli {
+    use clap::error::ContextValue;
+    let e = match Cli::try_parse() {
+        Ok(cli) => return cli,
+        Err(e) => e,
+    };
+    let long: Vec<String> = e
+        .context()
+        .flat_map(|(_, v)| match v {
+            ContextValue::String(s) => vec![s.clone()],
+            ContextValue::Strings(list) => list.clone(),
+            _ => Vec::new(),
+        })
+        .filter(|s| s.chars().count() > searchwire::MAX_ECHO_CHARS)
+        .collect();
+    if long.is_empty() {
+        e.exit()
+    }
+    let mut text = e.render().to_string();
+    for value in &long {
+        text = text
+            .replace(&format!("'{value}'"), &searchwire::echo(value))
+            .replace(value.as_str(), &searchwire::echo(value));
+    }
+    output::stderr(&text);
+    std::process::exit(e.exit_code())
+}
+
 /// Prints a clap-style usage error for the (sub)command at `path` and exits with code 2.
 fn usage_error(path: &[&str], message: impl std::fmt::Display) -> ! {
     let mut cmd = Cli::command();
@@ -231,7 +264,10 @@ fn init_tracing(verbose: u8, otlp_endpoint: Option<&str>) -> TracingGuard {
     let filter = match std::env::var(EnvFilter::DEFAULT_ENV) {
         Ok(spec) if verbose == 0 && !spec.trim().is_empty() => EnvFilter::try_new(&spec)
             .unwrap_or_else(|e| {
-                output::error_message(format!("ignoring invalid RUST_LOG {spec:?}: {e}"));
+                output::error_message(format!(
+                    "ignoring invalid RUST_LOG {}: {e}",
+                    searchwire::echo(&spec)
+                ));
                 EnvFilter::new(level)
             }),
         _ => EnvFilter::new(level),

@@ -83,28 +83,67 @@ pub fn body_bytes(resp: &Response) -> Vec<u8> {
     out
 }
 
-#[derive(Serialize)]
-struct Envelope<'a> {
-    status: u16,
-    node: &'a str,
-    attempts: usize,
-    body: serde_json::Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<&'static str>,
+/// Writes the `--json` envelope of a response to stdout: `{"status","node","attempts",
+/// "body"}`, plus `"error"` (the error kind) only when the response was a failure. See
+/// [`write_envelope`].
+pub fn envelope(resp: &Response, attempts: usize, error: Option<&Error>) {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock());
+    // A closed pipe is not a crash (see [`stdout`]).
+    let _ = write_envelope(&mut out, resp, attempts, error).and_then(|()| out.flush());
 }
 
-/// The `--json` envelope of a response: the body parsed as JSON, or as a string when it is
-/// not JSON. `error` (the error kind) is present only when the response was a failure.
-pub fn envelope(resp: &Response, attempts: usize, error: Option<&Error>) -> String {
-    let body = serde_json::from_slice(resp.body())
-        .unwrap_or_else(|_| serde_json::Value::String(resp.text()));
-    to_json_line(&Envelope {
-        status: resp.status().as_u16(),
-        node: resp.node(),
-        attempts,
-        body,
-        error: error.map(|e| e.kind().as_str()),
-    })
+/// The `--json` envelope of a response, written as one line without building it in
+/// memory: a body that is JSON is embedded as it came, once checked to be valid, with
+/// only the whitespace between its tokens dropped (so the envelope stays one line); any
+/// other body as a JSON string. No tree of the body is built, so a large answer costs
+/// only its own bytes (a tree of a JSON array takes about 18 times its size), and the
+/// node's key order and number spellings are kept exactly.
+pub fn write_envelope<W: Write>(
+    out: &mut W,
+    resp: &Response,
+    attempts: usize,
+    error: Option<&Error>,
+) -> std::io::Result<()> {
+    write!(out, "{{\"status\":{},\"node\":", resp.status().as_u16())?;
+    serde_json::to_writer(&mut *out, resp.node())?;
+    write!(out, ",\"attempts\":{attempts},\"body\":")?;
+    let body = resp.body();
+    // Validated without allocating: `IgnoredAny` skips every value (and refuses what is
+    // nested deeper than serde_json's recursion limit, as a tree would).
+    if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_ok() {
+        write_compact_json(out, body)?;
+    } else {
+        serde_json::to_writer(&mut *out, &*String::from_utf8_lossy(body))?;
+    }
+    if let Some(e) = error {
+        write!(out, ",\"error\":")?;
+        serde_json::to_writer(&mut *out, e.kind().as_str())?;
+    }
+    out.write_all(b"}\n")
+}
+
+/// Writes valid JSON `text` without the whitespace between its tokens. Only outside a
+/// string is whitespace insignificant; inside one, `\"` does not end it.
+fn write_compact_json<W: Write>(out: &mut W, text: &[u8]) -> std::io::Result<()> {
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut run = 0;
+    for (i, &b) in text.iter().enumerate() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else if b == b'"' {
+            in_string = true;
+        } else if matches!(b, b' ' | b'\t' | b'\n' | b'\r') {
+            out.write_all(&text[run..i])?;
+            run = i + 1;
+        }
+    }
+    out.write_all(&text[run..])
 }
 
 #[derive(Serialize)]
@@ -156,6 +195,22 @@ mod tests {
         let long = "x".repeat(100_000);
         let safe = terminal_safe(&long, 10);
         assert_eq!(safe, "xxxxxxxxxx… (99990 more characters)");
+    }
+
+    fn compact(text: &str) -> String {
+        let mut out = Vec::new();
+        write_compact_json(&mut out, text.as_bytes()).unwrap_or_else(|e| panic!("{e}"));
+        String::from_utf8(out).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn compact_json_drops_whitespace_between_tokens_only() {
+        assert_eq!(
+            compact("{ \"a b\" : [ 1 ,\n\t2.50e1 ] ,\r\n \"c\\\" d\" : \"\\\\\" }"),
+            "{\"a b\":[1,2.50e1],\"c\\\" d\":\"\\\\\"}"
+        );
+        assert_eq!(compact("  7  "), "7");
+        assert_eq!(compact("\"\""), "\"\"");
     }
 
     #[test]

@@ -140,11 +140,13 @@ pub struct RelayArgs {
 fn parse_priority(s: &str) -> Result<PriorityRule, String> {
     let (prefix, n) = s
         .rsplit_once('=')
-        .ok_or_else(|| format!("{s:?}: give PREFIX=N, e.g. audit-=10"))?;
-    let priority = n
-        .trim()
-        .parse::<u8>()
-        .map_err(|_| format!("{s:?}: the priority must be a number from 0 to 255"))?;
+        .ok_or_else(|| format!("{}: give PREFIX=N, e.g. audit-=10", searchwire::echo(s)))?;
+    let priority = n.trim().parse::<u8>().map_err(|_| {
+        format!(
+            "{}: the priority must be a number from 0 to 255",
+            searchwire::echo(s)
+        )
+    })?;
     Ok(PriorityRule {
         prefix: prefix.to_owned(),
         priority,

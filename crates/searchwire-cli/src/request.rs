@@ -58,7 +58,7 @@ async fn single(client: &Client, request: Request, trace: bool, json: bool) -> u
                 output::stderr(&output::trace_lines(1, resp.attempts()));
             }
             if json {
-                output::stdout(output::envelope(&resp, resp.attempts().len(), None).as_bytes());
+                output::envelope(&resp, resp.attempts().len(), None);
             } else {
                 output::stdout(&output::body_bytes(&resp));
             }
@@ -71,8 +71,7 @@ async fn single(client: &Client, request: Request, trace: bool, json: bool) -> u
             output::error_message(&e);
             if let Some(resp) = e.response() {
                 if json {
-                    let env = output::envelope(resp, e.attempts().len(), Some(&e));
-                    output::stdout(env.as_bytes());
+                    output::envelope(resp, e.attempts().len(), Some(&e));
                 } else {
                     output::stdout(&output::body_bytes(resp));
                 }

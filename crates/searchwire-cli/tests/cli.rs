@@ -118,6 +118,42 @@ async fn json_flag_prints_status_node_attempts_and_parsed_body() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_envelope_embeds_the_body_as_the_node_sent_it_on_one_line() {
+    // Key order, number spellings and string contents stay exactly as sent; only the
+    // whitespace between tokens goes, so the envelope is one line.
+    let c = cluster(1).await;
+    let respond = |status: u16, body: &str| Behavior::Respond {
+        status,
+        headers: Vec::new(),
+        body: body.to_string().into(),
+    };
+    let pretty =
+        "{\n  \"z\": 1,\n  \"a\": [12345678901234567890123, 1.50e3],\n  \"s\": \"a  b\\n\"\n}\n";
+    c.node(0)
+        .on(Match::Path("/pretty".into()), respond(200, pretty));
+    c.node(0)
+        .on(Match::Path("/text".into()), respond(400, "not \"json\"\n"));
+    let url = c.node(0).url();
+    let out = run(&["request", "GET", "/pretty", "--url", &url, "--json"]).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        format!(
+            "{{\"status\":200,\"node\":\"{url}\",\"attempts\":1,\"body\":{{\"z\":1,\"a\":[12345678901234567890123,1.50e3],\"s\":\"a  b\\n\"}}}}\n"
+        )
+    );
+    // A body that is not JSON is a string; a failure adds its error kind.
+    let out = run(&["request", "GET", "/text", "--url", &url, "--json"]).await;
+    assert_eq!(code(&out), 1, "stderr: {}", stderr(&out));
+    let text = stdout(&out);
+    assert_eq!(text.lines().count(), 1, "{text:?}");
+    let v = json(&text);
+    assert_eq!(v["status"], 400);
+    assert_eq!(v["body"], "not \"json\"\n");
+    assert_eq!(v["error"], "status");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_is_sent_as_json_or_ndjson_by_endpoint() {
     let c = cluster(1).await;
     let node = c.node(0);
@@ -243,6 +279,33 @@ async fn deadline_with_a_hanging_node_exits_3() {
     .await;
     assert_eq!(code(&out), 3, "stderr: {}", stderr(&out));
     assert!(error_line(&out).contains("deadline"), "{}", stderr(&out));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_too_short_to_start_an_attempt_exits_3_and_sends_nothing() {
+    let c = cluster(1).await;
+    for deadline in ["1ns", "500us"] {
+        let out = run(&[
+            "request",
+            "POST",
+            "/logs/_doc",
+            "--url",
+            &urls(&c),
+            "--data",
+            "{}",
+            "--deadline",
+            deadline,
+        ])
+        .await;
+        assert_eq!(code(&out), 3, "stderr: {}", stderr(&out));
+        assert!(
+            error_line(&out).contains("nothing was sent"),
+            "{}",
+            stderr(&out)
+        );
+        assert!(stdout(&out).is_empty(), "{}", stdout(&out));
+    }
+    assert_eq!(c.request_count(), 0, "the node must receive nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -373,6 +436,65 @@ async fn bad_timeout_is_a_usage_error_naming_the_flag() {
     let err = stderr(&out);
     assert!(err.contains("--timeout"), "{err}");
     assert!(err.contains("5 minutes"), "{err}");
+}
+
+/// The stderr of a run that must exit with `want`, its error cut with a marker (a short
+/// message, however long the value that caused it).
+fn assert_cut_error(out: &Output, want: i32) -> String {
+    let err = stderr(out);
+    assert_eq!(code(out), want, "stderr: {}", &err[..err.len().min(2000)]);
+    assert!(err.len() < 2000, "{} bytes of error", err.len());
+    assert!(err.contains("more characters)"), "{err}");
+    err
+}
+
+/// [`assert_cut_error`] for a usage error (2) caused by `huge`: its first 80 characters
+/// are shown, no more.
+fn assert_cut_usage_error(out: &Output, huge: &str) -> String {
+    let err = assert_cut_error(out, 2);
+    assert!(err.contains(&huge[..80]), "{err}");
+    assert!(!err.contains(&huge[..81]), "{err}");
+    err
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn huge_values_are_cut_in_errors_from_the_environment_flags_and_urls() {
+    let digits = "9".repeat(300);
+    // One argument may be at most 128 KiB (MAX_ARG_STRLEN).
+    let huge = "x".repeat(100_000);
+    // The environment.
+    for var in ["SEARCHWIRE_ATTEMPT_TIMEOUT", "SEARCHWIRE_REQUEST_TIMEOUT"] {
+        let out = run_env(
+            &["request", "GET", "/", "--url", "http://127.0.0.1:1"],
+            &[(var, &digits)],
+        )
+        .await;
+        let err = assert_cut_usage_error(&out, &digits);
+        assert!(err.contains(var), "{err}");
+    }
+    // Flags: clap's own message and ours.
+    for (flag, value) in [("--deadline", &digits), ("--rate", &huge)] {
+        let mut args = vec!["request", "GET", "/", "--url", "http://127.0.0.1:1"];
+        args.extend([flag, value.as_str()]);
+        if flag == "--rate" {
+            args.extend(["--repeat", "1"]);
+        }
+        let err = assert_cut_usage_error(&run(&args).await, value);
+        assert!(err.contains(flag), "{err}");
+    }
+    let method = format!("{huge}()");
+    let out = run(&["request", &method, "/", "--url", "http://127.0.0.1:1"]).await;
+    let err = assert_cut_usage_error(&out, &method);
+    assert!(err.contains("HTTP method"), "{err}");
+    // The request's own path, in the error of a request that failed.
+    let path = format!("/{}", &huge[..20_000]);
+    let out = run(&["request", "GET", &path, "--url", "http://127.0.0.1:1"]).await;
+    assert_cut_error(&out, 4);
+    // A URL: cut, and its credentials never shown.
+    let url = format!("http://user:Sekr1tPassw0rd@{huge}:9200/?q=1");
+    let err = assert_cut_error(&run(&["request", "GET", "/", "--url", &url]).await, 2);
+    assert!(err.contains("http://<redacted>@xxx"), "{err}");
+    assert!(!err.contains("Sekr1tPassw0rd"), "{err}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1069,6 +1191,56 @@ async fn health_deadline_reports_hung_nodes_as_no_answer_and_exits_3_when_none_a
     assert!(v["nodes"]
         .as_array()
         .is_some_and(|a| a.len() == 2 && a.iter().all(|n| n["state"] == "no answer")));
+}
+
+/// `n` loopback listeners that accept connections and never answer; the connections stay
+/// open while the runtime runs.
+async fn hung_listeners(n: usize) -> Vec<String> {
+    let mut urls = Vec::new();
+    for _ in 0..n {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("cannot listen: {e}"));
+        let addr = l.local_addr().unwrap_or_else(|e| panic!("{e}"));
+        urls.push(format!("http://{addr}"));
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((sock, _)) = l.accept().await {
+                held.push(sock);
+            }
+        });
+    }
+    urls
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_of_fifty_hung_nodes_ends_in_one_check_timeout_with_every_node_no_answer() {
+    // Checked all at once: one 5 s health-check timeout for all 50, not one per few.
+    let urls = hung_listeners(50).await.join(",");
+    let started = tokio::time::Instant::now();
+    let as_json = ["health", "--url", &urls, "--json"];
+    let as_table = ["health", "--url", &urls];
+    let (json_out, table_out) = tokio::join!(run(&as_json), run(&as_table));
+    let took = started.elapsed();
+    assert!(
+        took < Duration::from_secs(15),
+        "took {took:?}; checking a few nodes at a time takes 35 s"
+    );
+    assert_eq!(code(&json_out), 3, "stderr: {}", stderr(&json_out));
+    let v = json(&stdout(&json_out));
+    let nodes = v["nodes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(nodes.len(), 50);
+    for n in &nodes {
+        assert_eq!(n["state"], "no answer", "{n}");
+        assert_eq!(
+            n["last_error"], "no answer within the health check timeout of 5s",
+            "{n}"
+        );
+    }
+    assert_eq!(code(&table_out), 3, "stderr: {}", stderr(&table_out));
+    let table = stdout(&table_out);
+    assert!(table.contains("reachable: 0/50"), "{table}");
+    assert_eq!(table.matches("  no answer  ").count(), 50, "{table}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

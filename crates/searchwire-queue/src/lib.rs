@@ -151,8 +151,8 @@ impl QueueOptions {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
                 format!(
-                    "invalid consumer name {:?}: use 1 to 200 characters without spaces",
-                    self.consumer
+                    "invalid consumer name {}: use 1 to 200 characters without spaces",
+                    searchwire::echo(&self.consumer)
                 ),
             ));
         }

@@ -66,7 +66,8 @@ impl PresentAs {
             "opensearch" => Ok(PresentAs::OpenSearch),
             "elasticsearch" => Ok(PresentAs::Elasticsearch),
             _ => Err(format!(
-                "{s:?} is not a product the relay can present: give auto, opensearch or elasticsearch"
+                "{} is not a product the relay can present: give auto, opensearch or elasticsearch",
+                searchwire::echo(s)
             )),
         }
     }
@@ -266,15 +267,18 @@ pub(crate) fn media_type(headers: &HeaderMap) -> Result<MediaType, String> {
                 Some(COMPATIBLE_WITH) => found = MediaType::Compatible8,
                 Some(other) => {
                     return Err(format!(
-                        "{name} [{v}]: compatible-with={other} is not supported; the searchwire \
+                        "{name} {}: compatible-with {} is not supported; the searchwire \
                          relay answers in the Elasticsearch 8 format (compatible-with=8), or send \
-                         application/json"
+                         application/json",
+                        searchwire::echo(v),
+                        searchwire::echo(other)
                     ))
                 }
                 None => {
                     return Err(format!(
-                        "{name} [{v}]: a versioned media type needs compatible-with=8 (or send \
-                         application/json)"
+                        "{name} {}: a versioned media type needs compatible-with=8 (or send \
+                         application/json)",
+                        searchwire::echo(v)
                     ))
                 }
             }
@@ -356,7 +360,19 @@ mod tests {
         )]);
         assert!(media_type(&seven)
             .unwrap_err()
-            .contains("compatible-with=7 is not supported"));
+            .contains("compatible-with \"7\" is not supported"));
+        // A huge header value is cut in the error, its start kept.
+        let huge = format!(
+            "application/vnd.elasticsearch+json;compatible-with={}",
+            "7".repeat(1_000_000)
+        );
+        let e = media_type(&headers(&[("Accept", &huge)])).unwrap_err();
+        assert!(e.len() < 600, "{}", e.len());
+        assert!(e.contains("more characters)"), "{e}");
+        assert!(
+            e.contains("application/vnd.elasticsearch+json;compatible-with=777"),
+            "{e}"
+        );
         let bare = headers(&[("Content-Type", "application/vnd.elasticsearch+json")]);
         assert!(media_type(&bare)
             .unwrap_err()

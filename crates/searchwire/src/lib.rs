@@ -50,6 +50,7 @@ mod clock;
 mod config;
 mod defaults;
 mod discovery;
+mod echo;
 pub mod explain;
 #[cfg(feature = "fuzzing")]
 #[doc(hidden)]
@@ -72,6 +73,7 @@ mod transport;
 pub use classify::OutcomeKind;
 pub use config::ClientBuilder;
 pub use discovery::DiscoveryReport;
+pub use echo::{echo, MAX_ECHO_CHARS};
 pub use health::report::{
     ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport,
 };

@@ -221,18 +221,27 @@ pub(super) fn parse_bytes(s: &str) -> Result<usize, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: usize = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size; give bytes such as 1000, 64KiB or 5MiB"))?;
+    let n: usize = num.parse().map_err(|_| {
+        format!(
+            "{} is not a size; give bytes such as 1000, 64KiB or 5MiB",
+            searchwire::echo(s)
+        )
+    })?;
     let mult = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" | "kib" => 1024,
         "m" | "mb" | "mib" => 1024 * 1024,
-        _ => return Err(format!("{s:?}: unknown unit; use KiB or MiB")),
+        _ => {
+            return Err(format!(
+                "{}: unknown unit; use KiB or MiB",
+                searchwire::echo(s)
+            ))
+        }
     };
     match n.checked_mul(mult) {
         Some(0) | None => Err(format!(
-            "{s:?} must be between 1 byte and {} bytes",
+            "{} must be between 1 byte and {} bytes",
+            searchwire::echo(s),
             usize::MAX
         )),
         Some(v) => Ok(v),

@@ -279,7 +279,10 @@ impl RedisQueue {
             if v.is_empty() || v.contains(char::is_whitespace) {
                 return Err(Error::new(
                     ErrorKind::InvalidInput,
-                    format!("invalid {what} name {v:?}: use a non-empty name without spaces"),
+                    format!(
+                        "invalid {what} name {}: use a non-empty name without spaces",
+                        searchwire::echo(v)
+                    ),
                 ));
             }
         }
@@ -294,7 +297,8 @@ impl RedisQueue {
             Error::with_source(
                 ErrorKind::InvalidInput,
                 format!(
-                    "invalid Redis URL {shown} (expected redis://[user:password@]host:port[/db])"
+                    "invalid Redis URL {} (expected redis://[user:password@]host:port[/db])",
+                    searchwire::echo(&shown)
                 ),
                 e,
             )

@@ -28,10 +28,6 @@ const MAX_NANOS: u128 = u64::MAX as u128;
 /// the limit keeps the fraction arithmetic inside `u128`.
 const MAX_FRACTION_DIGITS: usize = 18;
 
-/// Inputs longer than this are shortened in error messages, so a garbage
-/// environment variable cannot flood a log line.
-const MAX_ECHOED_INPUT: usize = 80;
-
 const NANOS_PER_US: u128 = 1_000;
 const NANOS_PER_MS: u128 = 1_000_000;
 const NANOS_PER_S: u128 = 1_000_000_000;
@@ -77,13 +73,8 @@ impl ParseDurationError {
 
 impl fmt::Display for ParseDurationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let shown: String = if self.input.chars().count() > MAX_ECHOED_INPUT {
-            let head: String = self.input.chars().take(MAX_ECHOED_INPUT).collect();
-            format!("{head}...")
-        } else {
-            self.input.clone()
-        };
-        write!(f, "invalid duration {shown:?}: ")?;
+        // Cut with a marker: a garbage environment variable cannot flood a log line.
+        write!(f, "invalid duration {}: ", crate::echo::echo(&self.input))?;
         match &self.reason {
             Reason::Empty => f.write_str("the value is empty; ")?,
             Reason::Negative => f.write_str("negative durations are not allowed; ")?,

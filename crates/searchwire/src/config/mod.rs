@@ -45,7 +45,7 @@ pub(crate) fn timeout_override_from(
         Ok(d) if d.is_zero() => Ok(Some(None)),
         Ok(d) => Ok(Some(Some(d))),
         Err(e) => Err(Error::config(format!(
-            "environment variable {name} has an invalid value {v:?}: {e}"
+            "environment variable {name} has an invalid value: {e}"
         ))),
     }
 }

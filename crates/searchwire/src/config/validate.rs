@@ -122,11 +122,16 @@ impl ClientBuilder {
             HeaderValue::from_static(concat!("searchwire/", env!("CARGO_PKG_VERSION"))),
         );
         for (k, v) in &self.headers {
-            let name = HeaderName::from_bytes(k.as_bytes())
-                .map_err(|_| Error::config(format!("default header name {k:?} is not valid")))?;
+            let name = HeaderName::from_bytes(k.as_bytes()).map_err(|_| {
+                Error::config(format!(
+                    "default header name {} is not valid",
+                    crate::echo::echo(k)
+                ))
+            })?;
             let mut value = HeaderValue::from_str(v).map_err(|_| {
                 Error::config(format!(
-                    "default header {k:?} has a value that is not valid in HTTP"
+                    "default header {} has a value that is not valid in HTTP",
+                    crate::echo::echo(k)
                 ))
             })?;
             if crate::message::request::is_secret_header(&name) {

@@ -82,9 +82,10 @@ pub struct NodeReport {
     pub error: Option<String>,
     /// Its `_cluster/health?local=true` answer, when the probe succeeded.
     pub cluster_health: Option<ClusterHealthLocal>,
-    /// Its check had not finished when the overall limit of
-    /// [`Client::check_all_within`](crate::Client::check_all_within) passed; it was
-    /// cancelled, and the node did not count as reachable in this check.
+    /// It did not answer in time: its `GET /` got no answer within the health check
+    /// timeout, or its check had not finished when the overall limit of
+    /// [`Client::check_all_within`](crate::Client::check_all_within) passed (and was
+    /// cancelled). The node did not count as reachable in this check.
     pub timed_out: bool,
 }
 
@@ -121,7 +122,7 @@ impl HealthReport {
         self.nodes.iter().filter(|n| n.answered()).count()
     }
 
-    /// Nodes whose check was cancelled by the overall limit.
+    /// Nodes that did not answer in time (see [`NodeReport::timed_out`]).
     pub fn timed_out(&self) -> usize {
         self.nodes.iter().filter(|n| n.timed_out).count()
     }
@@ -211,76 +212,99 @@ pub(crate) fn cluster_health(inner: &Inner) -> ClusterHealth {
     }
 }
 
-/// Health-checks every node now, concurrently (at most 8 at a time): `GET /`, then,
+/// Health-checks every node now, all at once (at most
+/// [`CHECK_ALL_MAX_CONCURRENCY`](crate::defaults::CHECK_ALL_MAX_CONCURRENCY)): `GET /`, then,
 /// when it succeeded, the capability probe of `/_cluster/health?local=true`, waiting
 /// for its answer. The results are applied like any health check's: a node that cannot
 /// be reached is marked dead and handed to its resurrection timer; one that answers —
-/// even with 401/403 — is alive.
+/// even with 401/403 — is alive. A node whose `GET /` got no answer within the health
+/// check timeout is reported as timed out (it did not answer; it is marked dead too).
 ///
 /// With a `limit`, the checks still running when it passes are cancelled (dropping
-/// their tasks) and their nodes reported as timed out.
+/// their tasks): a node that had answered `GET /` keeps that result (its probe
+/// unfinished), the others are reported as timed out.
 pub(crate) async fn check_all(inner: &Arc<Inner>, limit: Option<Duration>) -> HealthReport {
-    let deadline = limit.and_then(|l| Instant::now().checked_add(l));
+    let started = Instant::now();
+    let deadline = limit.and_then(|l| started.checked_add(l));
     let nodes: Vec<Arc<PoolNode>> = inner.pool.topology().nodes.clone();
     let pool_nodes = nodes.clone();
-    let permits = Arc::new(Semaphore::new(crate::defaults::HEALTH_CHECK_CONCURRENCY));
+    let at_once = nodes
+        .len()
+        .clamp(1, crate::defaults::CHECK_ALL_MAX_CONCURRENCY);
+    let permits = Arc::new(Semaphore::new(at_once));
+    // Each check sends its node's row when `GET /` has ended, and again after the probe:
+    // a limit that passes during the probe keeps what `GET /` found.
+    let (rows, mut received) = tokio::sync::mpsc::unbounded_channel::<(usize, NodeReport)>();
     let mut tasks = tokio::task::JoinSet::new();
     for (i, node) in nodes.into_iter().enumerate() {
         let inner = Arc::clone(inner);
         let permits = Arc::clone(&permits);
+        let rows = rows.clone();
         tasks.spawn(async move {
             let _permit = permits.acquire_owned().await.ok();
-            let mut error = None;
-            let mut auth_rejected = None;
-            let mut cluster_health = None;
+            let began = Instant::now();
             let check = check_root(&inner, &node);
             let result = crate::health::reported(&inner, &node, "check_all", check).await;
             // Only an unreachable node is ejected; see `Cause::CheckAll`.
             apply(&inner, &node, &result, Cause::CheckAll);
-            match result {
-                CheckResult::Healthy => {
-                    if let ProbeOutcome::Ok(h) = probe_capability(&inner, &node).await {
-                        cluster_health = Some(h);
-                    }
-                }
-                CheckResult::AuthRejected(s) => {
-                    auth_rejected = Some(s);
-                    error = Some(auth_problem(s));
-                }
-                CheckResult::Unreachable(why) | CheckResult::Unhealthy(why) => error = Some(why),
-            }
             let c = node.capability().clone();
-            let report = NodeReport {
+            let mut report = NodeReport {
                 url: node.addr.to_string(),
                 alive: node.is_alive(),
                 capability: c.state,
                 version: c.info.as_ref().map(|i| i.version.clone()),
                 distribution: c.info.as_ref().map(|i| i.distribution.clone()),
                 cluster_name: c.info.as_ref().map(|i| i.cluster_name.clone()),
-                auth_rejected,
-                error,
-                cluster_health,
+                auth_rejected: None,
+                error: None,
+                cluster_health: None,
                 timed_out: false,
             };
-            (i, report)
+            match result {
+                CheckResult::Healthy => {
+                    let _ = rows.send((i, report.clone()));
+                    if let ProbeOutcome::Ok(h) = probe_capability(&inner, &node).await {
+                        report.cluster_health = Some(h);
+                    }
+                    report.capability = node.capability().state;
+                }
+                CheckResult::AuthRejected(s) => {
+                    report.auth_rejected = Some(s);
+                    report.error = Some(auth_problem(s));
+                }
+                // `GET /` is bounded by the health check timeout: ending unreachable that
+                // late, it timed out (a refused or reset connection ends sooner).
+                CheckResult::Unreachable(_) if began.elapsed() >= inner.health_timeout => {
+                    report.timed_out = true;
+                    report.error = Some(format!(
+                        "no answer within the health check timeout of {}",
+                        crate::clock::duration::format_duration(inner.health_timeout)
+                    ));
+                }
+                CheckResult::Unreachable(why) | CheckResult::Unhealthy(why) => {
+                    report.error = Some(why)
+                }
+            }
+            let _ = rows.send((i, report));
         });
     }
+    drop(rows);
     let mut reports: Vec<Option<NodeReport>> = vec![None; pool_nodes.len()];
     let mut expired = false;
     loop {
         let next = match deadline {
-            Some(at) => match tokio::time::timeout_at(at, tasks.join_next()).await {
+            Some(at) => match tokio::time::timeout_at(at, received.recv()).await {
                 Ok(next) => next,
                 Err(_) => {
                     expired = true;
                     break;
                 }
             },
-            None => tasks.join_next().await,
+            None => received.recv().await,
         };
         match next {
-            Some(Ok((i, r))) => reports[i] = Some(r),
-            Some(Err(_)) => {}
+            Some((i, r)) => reports[i] = Some(r),
+            // Every check has ended (a panicked one sent nothing more).
             None => break,
         }
     }

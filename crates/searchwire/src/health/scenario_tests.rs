@@ -488,19 +488,67 @@ async fn check_all_within_ends_on_time_and_reports_the_nodes_that_did_not_answer
     assert_eq!(r.nodes.len(), 3, "no node is dropped");
     assert!(!r.nodes[0].timed_out);
     assert_eq!(r.nodes[0].capability, Capability::Available);
-    for n in &r.nodes[1..] {
-        assert!(n.timed_out, "{n:?}");
-        assert_eq!(
-            n.error.as_deref(),
-            Some("no answer within the overall limit of 300ms")
-        );
-    }
-    assert_eq!((r.reachable(), r.timed_out()), (1, 2));
+    let hung = &r.nodes[1];
+    assert!(hung.timed_out, "{hung:?}");
+    assert_eq!(
+        hung.error.as_deref(),
+        Some("no answer within the overall limit of 300ms")
+    );
+    // Node 3 answered `GET /`; only its probe was cut: it keeps what `GET /` found.
+    let probing = &r.nodes[2];
+    assert!(!probing.timed_out && probing.alive, "{probing:?}");
+    assert_eq!(probing.version.as_deref(), Some("2.19.0"));
+    assert_eq!(probing.capability, Capability::Pending);
+    assert_eq!(probing.error, None);
+    assert_eq!((r.reachable(), r.timed_out()), (2, 1));
     // Cancelled checks mark nothing.
     assert!(cl.nodes().iter().all(|n| n.alive));
-    // Without a limit (and everything answering in time) nothing times out.
+    // With a limit past the health check timeout, the hung node's own check ends first.
+    let t0 = Instant::now();
     let r = cl.check_all_within(secs(600)).await;
-    assert_eq!(r.timed_out(), 0);
+    assert_eq!(
+        Instant::now() - t0,
+        secs(120),
+        "the hung node's check timeout"
+    );
+    assert_eq!(r.timed_out(), 1);
+    assert_eq!(
+        r.nodes[1].error.as_deref(),
+        Some("no answer within the health check timeout of 2m")
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn check_all_of_fifty_hung_nodes_takes_one_health_check_timeout() {
+    // Every node at once: 50 nodes that never answer take one 5 s timeout, not one per
+    // batch of a few; each is reported as not answering in time.
+    let c = Scripted::default();
+    for port in 1..=50 {
+        c.default_step(port, Step::Hang);
+    }
+    let cl = client(50, &c, |b| b);
+    let t0 = Instant::now();
+    let r = cl.check_all().await;
+    assert_eq!(Instant::now() - t0, secs(5), "one health check timeout");
+    assert_eq!(c.sent().len(), 50, "one GET / per node");
+    assert_eq!(r.nodes.len(), 50);
+    for n in &r.nodes {
+        assert!(n.timed_out && !n.alive, "{n:?}");
+        assert_eq!(
+            n.error.as_deref(),
+            Some("no answer within the health check timeout of 5s")
+        );
+    }
+    assert_eq!((r.reachable(), r.timed_out()), (0, 50));
+    // A refused connection is an answer of sorts: dead, not "no answer".
+    let c = Scripted::default();
+    c.default_step(1, Step::Connect);
+    let r = client(1, &c, |b| b).check_all().await;
+    assert!(
+        !r.nodes[0].timed_out && !r.nodes[0].alive,
+        "{:?}",
+        r.nodes[0]
+    );
 }
 
 // ---- the periodic refresh ------------------------------------------------------------------

@@ -143,15 +143,16 @@ impl NodeAddr {
         };
         let url = url::Url::parse(&with_scheme).map_err(|e| {
             Error::config(format!(
-                "node URL {:?} is not valid ({e}); expected http(s)://host[:port][/prefix]",
-                redact_userinfo(trimmed)
+                "node URL {} is not valid ({e}); expected http(s)://host[:port][/prefix]",
+                shown_url(trimmed)
             ))
         })?;
         let scheme = url.scheme().to_string();
         if scheme != "http" && scheme != "https" {
             return Err(Error::config(format!(
-                "node URL {:?} has scheme {scheme:?}; only http and https are supported",
-                redact_userinfo(trimmed)
+                "node URL {} has scheme {}; only http and https are supported",
+                shown_url(trimmed),
+                crate::echo::echo(&scheme)
             )));
         }
         let host = match url.host() {
@@ -159,15 +160,15 @@ impl NodeAddr {
             Some(h) => h.to_string(),
             None => {
                 return Err(Error::config(format!(
-                    "node URL {:?} has no host",
-                    redact_userinfo(trimmed)
+                    "node URL {} has no host",
+                    shown_url(trimmed)
                 )))
             }
         };
         if url.query().is_some() || url.fragment().is_some() {
             return Err(Error::config(format!(
-                "node URL {:?} must not have a query or fragment",
-                redact_userinfo(trimmed)
+                "node URL {} must not have a query or fragment",
+                shown_url(trimmed)
             )));
         }
         // Without an explicit port, OpenSearch's 9200 (as every OpenSearch client does);
@@ -184,9 +185,9 @@ impl NodeAddr {
         // and shown in every log line. A path prefix never holds `@` or starts with `//`.
         if prefix.contains('@') || prefix.starts_with("//") {
             return Err(Error::config(format!(
-                "node URL {:?} has a path prefix that looks like a host or credentials; \
+                "node URL {} has a path prefix that looks like a host or credentials; \
                  is the scheme mistyped? write it as http(s)://[user:password@]host[:port][/prefix]",
-                redact_userinfo(trimmed)
+                shown_url(trimmed)
             )));
         }
         let creds = if !url.username().is_empty() || url.password().is_some() {
@@ -303,7 +304,10 @@ impl NodeAddr {
         s.push_str(&self.display);
         push_path_and_query(&mut s, path, query);
         s.parse::<http::Uri>().map_err(|e| {
-            Error::invalid_request(format!("cannot form a valid URI from path {path:?}: {e}"))
+            Error::invalid_request(format!(
+                "cannot form a valid URI from path {}: {e}",
+                crate::echo::echo(path)
+            ))
         })
     }
 }
@@ -461,6 +465,11 @@ pub fn redact_userinfo(s: &str) -> String {
         _ => 0,
     };
     format!("{}<redacted>@{}", &s[..start], &s[at + 1..])
+}
+
+/// A node URL as an error shows it: userinfo redacted, then quoted and cut.
+fn shown_url(url: &str) -> String {
+    crate::echo::echo(&redact_userinfo(url))
 }
 
 #[cfg(test)]

@@ -338,22 +338,17 @@ fn parse_spec(spec: &str) -> Result<(String, String), Error> {
     };
     if !token(region) {
         return Err(Error::config(format!(
-            "AWS SigV4 region {:?} is not a region name; give one like eu-west-1 (REGION[:SERVICE])",
-            shown(region)
+            "AWS SigV4 region {} is not a region name; give one like eu-west-1 (REGION[:SERVICE])",
+            crate::echo::echo(region)
         )));
     }
     if !token(service) {
         return Err(Error::config(format!(
-            "AWS SigV4 service {:?} is not a service name; use es (Amazon OpenSearch Service) or aoss (OpenSearch Serverless)",
-            shown(service)
+            "AWS SigV4 service {} is not a service name; use es (Amazon OpenSearch Service) or aoss (OpenSearch Serverless)",
+            crate::echo::echo(service)
         )));
     }
     Ok((region.to_string(), service.to_string()))
-}
-
-/// At most 40 characters of a bad value, for its error (`{:?}` escapes control characters).
-fn shown(s: &str) -> String {
-    s.chars().take(40).collect()
 }
 
 /// Bytes a SigV4 canonical query leaves as they are: RFC 3986's unreserved characters.

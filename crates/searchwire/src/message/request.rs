@@ -148,7 +148,10 @@ impl Request {
             }
             _ => {
                 self.error.get_or_insert_with(|| {
-                    format!("invalid header {name:?}: not a valid HTTP header name or value")
+                    format!(
+                        "invalid header {}: not a valid HTTP header name or value",
+                        crate::echo::echo(name)
+                    )
                 });
             }
         }
@@ -315,14 +318,14 @@ impl Request {
         }
         if !self.path.starts_with('/') {
             return Err(Error::invalid_request(format!(
-                "request path {:?} must start with '/'",
-                self.path
+                "request path {} must start with '/'",
+                crate::echo::echo(&self.path)
             )));
         }
         if has_space_or_control(&self.path) {
             return Err(Error::invalid_request(format!(
-                "request path {:?} contains spaces or control characters; percent-encode them",
-                self.path
+                "request path {} contains spaces or control characters; percent-encode them",
+                crate::echo::echo(&self.path)
             )));
         }
         Ok(())
@@ -435,5 +438,41 @@ mod tests {
         let r = Request::get("/").header("bad header", "v");
         let e = r.validate().unwrap_err();
         assert!(e.to_string().contains("bad header"), "{e}");
+    }
+
+    #[test]
+    fn huge_values_are_cut_in_errors_and_header_values_never_shown() {
+        let huge = "h".repeat(1_000_000);
+        // An invalid name is shown, cut; a value (it may be a credential) never is.
+        let e = Request::get("/")
+            .header(&format!("{huge} x"), "Bearer s3cr3t-t0ken\n")
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 400, "{}", e.len());
+        assert!(e.contains("more characters)"), "{e}");
+        assert!(!e.contains("s3cr3t"), "{e}");
+        let e = Request::get(format!("{huge} x"))
+            .validate()
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 400 && e.contains("more characters)"), "{e}");
+        let e = crate::Client::builder()
+            .node("http://localhost:9200")
+            .header(format!("{huge} x"), "Bearer s3cr3t-t0ken")
+            .build()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.len() < 400 && e.contains("more characters)"), "{e}");
+        assert!(!e.contains("s3cr3t"), "{e}");
+        let e = crate::Client::builder()
+            .node("http://localhost:9200")
+            .header("X-Ok", format!("{huge}\n"))
+            .build()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("X-Ok") && e.len() < 400, "{e}");
     }
 }

@@ -165,8 +165,9 @@ impl Backoff {
                 format!("{why}; ")
             };
             format!(
-                "invalid backoff {s:?}: {why}expected one of none, const:DUR, linear:STEP, \
+                "invalid backoff {}: {why}expected one of none, const:DUR, linear:STEP, \
                  exp:BASE:CAP (e.g. exp:{}:{})",
+                crate::echo::echo(s),
                 crate::clock::duration::format_duration(crate::defaults::BACKOFF_BASE),
                 crate::clock::duration::format_duration(crate::defaults::BACKOFF_CAP),
             )

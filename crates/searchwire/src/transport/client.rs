@@ -296,11 +296,15 @@ impl Client {
         crate::health::report::cluster_health(&self.inner)
     }
 
-    /// Health-checks every node now, concurrently (at most 8 at a time): `GET /`, then,
-    /// when it succeeded, the capability probe of `/_cluster/health?local=true`, waiting
-    /// for its answer. The results are applied like any health check's: a node that cannot
-    /// be reached is marked dead and handed to its resurrection timer; one that answers —
-    /// even with 401/403 — is alive.
+    /// Health-checks every node now, all at once (up to
+    /// [`CHECK_ALL_MAX_CONCURRENCY`](crate::explain::CHECK_ALL_MAX_CONCURRENCY) at a time,
+    /// so the whole check takes about one health check timeout however many nodes hang):
+    /// `GET /`, then, when it succeeded, the capability probe of
+    /// `/_cluster/health?local=true`, waiting for its answer. The results are applied like
+    /// any health check's: a node that cannot be reached is marked dead and handed to its
+    /// resurrection timer; one that answers — even with 401/403 — is alive. A node whose
+    /// `GET /` got no answer within the health check timeout is reported with
+    /// [`NodeReport::timed_out`](crate::NodeReport::timed_out) set.
     pub async fn check_all(&self) -> crate::HealthReport {
         crate::health::report::check_all(&self.inner, None).await
     }
@@ -308,7 +312,8 @@ impl Client {
     /// [`check_all`](Self::check_all) bounded by `limit` overall: when it passes, the
     /// checks still running are cancelled and their nodes reported with
     /// [`NodeReport::timed_out`](crate::NodeReport::timed_out) set (never dropped from the
-    /// report). A cancelled check changes nothing about its node (cancellation never
+    /// report), except a node that had answered `GET /` and was still being probed: it
+    /// keeps what `GET /` found. A cancelled check changes nothing about its node (cancellation never
     /// marks a node), so `alive` is what the client knew before.
     pub async fn check_all_within(&self, limit: std::time::Duration) -> crate::HealthReport {
         crate::health::report::check_all(&self.inner, Some(limit)).await

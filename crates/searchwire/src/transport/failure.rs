@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use crate::classify::OutcomeKind;
 use crate::classify::{error_reason, Rejection};
+use crate::echo::cut;
 use crate::message::error::{Attempt, Error, ErrorKind};
 use crate::message::request::Request;
 use crate::message::response::{Attempts, Response};
@@ -29,7 +30,7 @@ pub(super) fn circuit_open_error(request: &Request, reason: &str, retry_in: Dura
         ErrorKind::CircuitOpen,
         format!(
             "the cluster circuit breaker is open ({reason}); {} {} was refused without being sent — {when}",
-            request.method, request.path
+            cut(request.method.as_str()), cut(&request.path)
         ),
     )
 }
@@ -49,7 +50,7 @@ pub(super) fn slow_request_error(
         ErrorKind::AttemptTimeout,
         format!(
             "{} {} timed out after the attempt timeout of {t} on node {}, which is alive (it answered a liveness check right after), so the node was not marked dead and the request was not repeated on another node (it would be as slow there) — if the request is legitimately slow (a _reindex, _forcemerge, a large search, a wait_for_* parameter), give it a longer attempt timeout: Request::attempt_timeout, or --attempt-timeout in the CLI",
-            request.method, request.path, node.addr
+            cut(request.method.as_str()), cut(&request.path), node.addr
         ),
     )
     .with_attempts(attempts);
@@ -70,7 +71,7 @@ pub(super) fn final_error(
     note: Option<String>,
 ) -> Error {
     let n = attempts.len();
-    let what = format!("{} {}", request.method, request.path);
+    let what = format!("{} {}", cut(request.method.as_str()), cut(&request.path));
     let suffix = match (why, &note) {
         (_, Some(note)) => format!("; {note}"),
         (NoRetry::NotIdempotent, None) => format!(

@@ -108,11 +108,8 @@ pub(super) async fn execute(
     start: Instant,
 ) -> Result<Response, Error> {
     let deadline = effective_deadline(inner, request, start);
-    if deadline.is_some_and(|d| d <= start) {
-        return Err(Error::new(
-            ErrorKind::DeadlineExceeded,
-            "the request's deadline had already passed; nothing was sent",
-        ));
+    if too_late_to_start(deadline, start) {
+        return Err(too_late_error(deadline, start, 1, Vec::new()));
     }
     let run = Run {
         inner,
@@ -181,6 +178,48 @@ pub(super) async fn execute(
         }
     }
     Box::pin(run.settle_and_retry(node, probe, result, elapsed, ended)).await
+}
+
+/// The shortest time before the deadline in which an attempt may still start: the
+/// resolution of tokio's timer (1 ms). The timer that bounds an attempt fires at the first
+/// tick at or after the deadline, so an attempt started with less than a tick left would
+/// run unbounded by the deadline — a deadline of 1 ns would let a fast node answer a
+/// request that should never have been sent.
+const SHORTEST_START: Duration = Duration::from_millis(1);
+
+/// Whether the deadline ends too soon after `now` for an attempt to start within it (it
+/// has passed, or less than [`SHORTEST_START`] is left).
+#[inline]
+fn too_late_to_start(deadline: Option<Instant>, now: Instant) -> bool {
+    deadline.is_some_and(|d| d.saturating_duration_since(now) < SHORTEST_START)
+}
+
+/// The error of a request whose deadline ended before attempt `number` could start:
+/// nothing more was sent (`attempts` are the ones made before).
+#[cold]
+#[inline(never)]
+fn too_late_error(
+    deadline: Option<Instant>,
+    start: Instant,
+    number: u32,
+    attempts: Vec<Attempt>,
+) -> Error {
+    let total = deadline
+        .map(|d| d.saturating_duration_since(start))
+        .unwrap_or_default();
+    let what = if number == 1 {
+        "nothing was sent".to_string()
+    } else {
+        format!("attempt {number} was not sent")
+    };
+    Error::new(
+        ErrorKind::DeadlineExceeded,
+        format!(
+            "deadline of {} exceeded before attempt {number} could start; {what}",
+            crate::clock::duration::format_duration(total),
+        ),
+    )
+    .with_attempts(attempts)
 }
 
 impl<'a> Run<'a> {

@@ -180,6 +180,9 @@ impl<'a> Run<'a> {
             // The next attempt: its breaker admission was asked before the backoff.
             number += 1;
             let now = Instant::now();
+            if super::too_late_to_start(deadline, now) {
+                return Err(super::too_late_error(deadline, start, number, attempts));
+            }
             let seen = (number as usize - 1).min(tried.len());
             node = match inner.pool.select_at(&tried[..seen], now) {
                 Some(node) => node,

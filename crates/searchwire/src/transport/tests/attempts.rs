@@ -322,6 +322,57 @@ async fn a_backoff_that_would_end_after_the_deadline_is_not_started() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_deadline_that_ends_before_the_first_attempt_can_start_sends_nothing() {
+    // Passed, or closer than the timer's resolution (1 ms): an attempt started then would
+    // not be bounded by the deadline, so none starts.
+    let c = Scripted::default();
+    let cl = client(2, &c, |b| b);
+    let now = Instant::now();
+    let requests = [
+        Request::get("/").timeout(Duration::from_nanos(1)),
+        Request::get("/").timeout(Duration::from_micros(999)),
+        Request::get("/").deadline(now),
+        Request::get("/").deadline(now - Duration::from_secs(1)),
+    ];
+    for r in requests {
+        let e = cl.send(r).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}");
+        assert!(e.attempts().is_empty(), "{e}");
+        assert!(e.to_string().contains("nothing was sent"), "{e}");
+    }
+    assert_eq!(c.log().len(), 0, "not one request may be sent");
+    assert_eq!(Instant::now(), now, "fails at once");
+    assert!(
+        cl.nodes().iter().all(|n| n.alive),
+        "says nothing about a node"
+    );
+    // A millisecond is enough to start one.
+    let r = cl.send(Request::get("/").timeout(ms(1))).await.unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(c.log().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deadline_that_ends_before_a_retry_can_start_sends_no_retry() {
+    // Attempt 1 is a 503; the 300 ms backoff ends half a millisecond before the deadline,
+    // too late for attempt 2 to start within it: the same as a backoff that would end
+    // after the deadline.
+    let c = Scripted::default();
+    c.push(1, Step::Status(503));
+    let cl = client(1, &c, |b| b.backoff(Backoff::constant(ms(300))));
+    let t0 = Instant::now();
+    let e = cl
+        .send(Request::get("/").timeout(ms(300) + Duration::from_micros(500)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}");
+    assert_eq!(Instant::now() - t0, ms(300));
+    assert_eq!(e.attempts().len(), 1);
+    assert_eq!(c.log().len(), 1, "attempt 2 is not sent");
+    assert!(e.to_string().contains("attempt 2 was not sent"), "{e}");
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_callers_cancellation_never_marks_a_node_dead() {
     let c = Scripted::default();
     c.default_step(1, Step::Hang);
