@@ -14,28 +14,7 @@ use std::time::Duration;
 
 use crate::classify::RetryClass;
 use crate::defaults;
-
-/// One class's rule: first delay, growth factor, and how many retries the class allows.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ClassRule {
-    /// The delay before the first retry.
-    pub base: Duration,
-    /// Each further retry waits this many times longer.
-    pub factor: f64,
-    /// Retries allowed for this class; the next failure of this class after that is final.
-    pub max_retries: u32,
-}
-
-impl ClassRule {
-    /// A rule.
-    pub const fn new(base: Duration, factor: f64, max_retries: u32) -> ClassRule {
-        ClassRule {
-            base,
-            factor,
-            max_retries,
-        }
-    }
-}
+pub use crate::rule::ClassRule;
 
 /// The retry rules of the three classes, the jitter and the cap.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,20 +82,6 @@ impl RetryPolicy {
             millis = cap;
         }
         Some(Duration::from_millis(millis.max(0.0).round() as u64))
-    }
-}
-
-/// `100ms`, `1.5s`, `2m`, `30s`.
-pub(crate) fn fmt_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms % 60_000 == 0 && ms > 0 {
-        format!("{}m", ms / 60_000)
-    } else if ms % 1000 == 0 && ms > 0 {
-        format!("{}s", ms / 1000)
-    } else if ms >= 1000 {
-        format!("{}s", d.as_secs_f64())
-    } else {
-        format!("{ms}ms")
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::backoff::ClassRule;
+use crate::rule::ClassRule;
 
 /// Actions per bulk request: 1,000. Large enough that the per-request overhead (HTTP, the
 /// coordinating node's fan-out to shards) is amortized, small enough that one rejected
@@ -95,7 +95,7 @@ pub const FILTER_PATH_TRACKED: &str = "errors,items.*.status,items.*.result,item
 fn rule(r: &ClassRule) -> String {
     format!(
         "{} ×{}, {} retries",
-        crate::backoff::fmt_duration(r.base),
+        fmt_duration(r.base),
         r.factor,
         r.max_retries
     )
@@ -120,6 +120,20 @@ pub const INGEST_QUEUE_AFTER: Duration = Duration::from_secs(10);
 /// `searchwire ingest --drain-timeout`: how long an ingest delivers from its queue.
 pub const INGEST_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// `100ms`, `1.5s`, `2m`, `30s`.
+fn fmt_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 60_000 == 0 && ms > 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms % 1000 == 0 && ms > 0 {
+        format!("{}s", ms / 1000)
+    } else if ms >= 1000 {
+        format!("{}s", d.as_secs_f64())
+    } else {
+        format!("{ms}ms")
+    }
+}
+
 /// The defaults as a Markdown table (setting, default, why), as in `docs/bulk.md`.
 pub fn markdown_table() -> String {
     let rows: Vec<(&str, String, &str)> = vec![
@@ -135,7 +149,7 @@ pub fn markdown_table() -> String {
         ),
         (
             "flush_interval",
-            crate::backoff::fmt_duration(FLUSH_INTERVAL),
+            fmt_duration(FLUSH_INTERVAL),
             "a trickle becomes searchable about as fast as the refresh interval",
         ),
         (
@@ -155,7 +169,7 @@ pub fn markdown_table() -> String {
         ),
         (
             "request_timeout",
-            crate::backoff::fmt_duration(REQUEST_TIMEOUT),
+            fmt_duration(REQUEST_TIMEOUT),
             "above the cluster's 1-minute wait for an unavailable primary",
         ),
         (
@@ -180,17 +194,17 @@ pub fn markdown_table() -> String {
         ),
         (
             "delay_cap",
-            crate::backoff::fmt_duration(DELAY_CAP),
+            fmt_duration(DELAY_CAP),
             "reference 004 §3.3; Retry-After included",
         ),
         (
             "item_deadline",
-            ITEM_DEADLINE.map_or_else(|| "none".to_string(), crate::backoff::fmt_duration),
+            ITEM_DEADLINE.map_or_else(|| "none".to_string(), fmt_duration),
             "the class retry limits end an item; set one to bound an item's total time",
         ),
         (
             "breaker_poll",
-            crate::backoff::fmt_duration(BREAKER_POLL),
+            fmt_duration(BREAKER_POLL),
             "nothing is sent while the transport's breaker is open",
         ),
         (
@@ -230,17 +244,17 @@ pub fn markdown_table() -> String {
         ),
         (
             "delivery idle poll",
-            crate::backoff::fmt_duration(DELIVERY_IDLE_POLL),
+            fmt_duration(DELIVERY_IDLE_POLL),
             "as the breaker poll: a recovered cluster is seen within it",
         ),
         (
             "ingest --queue-after",
-            crate::backoff::fmt_duration(INGEST_QUEUE_AFTER),
+            fmt_duration(INGEST_QUEUE_AFTER),
             "the connection class's 4 retries (~2.4 s) and a breaker probe fit before an item is queued",
         ),
         (
             "ingest --drain-timeout",
-            crate::backoff::fmt_duration(INGEST_DRAIN_TIMEOUT),
+            fmt_duration(INGEST_DRAIN_TIMEOUT),
             "an ingest is a batch job: a longer outage is left to `searchwire queue deliver`",
         ),
     ];

@@ -72,6 +72,7 @@ mod driver;
 mod indexer;
 pub mod queued;
 mod response;
+mod rule;
 mod sink;
 mod stats;
 mod tracked;
