@@ -12,8 +12,9 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::action::{Action, IdScheme};
 use crate::backoff::RetryPolicy;
+use crate::config::Config;
 use crate::defaults;
-use crate::driver::{self, Cmd, Item};
+use crate::driver::{self, Cmd, Item, Shared};
 use crate::sink::{DeadLetterSink, LogDeadLetters, RetrySink};
 use crate::stats::{Counters, Stats};
 use crate::tracked::{EncodedAction, ItemOutcome, ItemTicket};
@@ -57,27 +58,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// The indexer's settings (plain data; defaults in [`crate::defaults`]).
-#[derive(Clone, Debug)]
-pub(crate) struct Config {
-    pub batch_actions: usize,
-    pub batch_bytes: usize,
-    pub flush_interval: Duration,
-    pub max_concurrency: usize,
-    pub adaptive: bool,
-    pub max_pending_actions: usize,
-    pub max_pending_bytes: usize,
-    pub request_timeout: Duration,
-    pub attempt_timeout: Option<Duration>,
-    pub retry: RetryPolicy,
-    pub seed: Option<u64>,
-    pub ids: IdScheme,
-    pub conflict_is_present: bool,
-    pub breaker_poll: Duration,
-    pub filter_path: bool,
-    pub item_deadline: Option<Duration>,
-}
 
 /// Builds a [`BulkIndexer`]. Every setting has a default from [`crate::defaults`].
 pub struct BulkIndexerBuilder {
@@ -286,15 +266,6 @@ impl BulkIndexerBuilder {
             max_pending_bytes: self.cfg.max_pending_bytes,
         })
     }
-}
-
-/// State the handle and the driver share.
-pub(crate) struct Shared {
-    pub counters: Counters,
-    /// Every action with a smaller sequence number is finished.
-    pub watermark: AtomicU64,
-    pub actions: Arc<Semaphore>,
-    pub bytes: Arc<Semaphore>,
 }
 
 struct Sender {

@@ -67,6 +67,7 @@ pub mod backoff;
 mod bodies;
 mod classify;
 mod concurrency;
+mod config;
 pub mod defaults;
 mod driver;
 mod indexer;

@@ -23,26 +23,35 @@ mod unfinished;
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use searchwire::Client;
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::bodies::Bodies;
 use crate::concurrency::Aimd;
-use crate::indexer::{Config, Shared};
+use crate::config::Config;
 use crate::sink::{DeadLetterSink, RetrySink};
-use crate::stats::Stats;
+use crate::stats::{Counters, Stats};
 
 pub(crate) use item::Item;
 pub(crate) use key::key;
 use key::KeyMap;
 use outcome::Outcome;
 use unfinished::Unfinished;
+
+/// State the handle and the driver share.
+pub(crate) struct Shared {
+    pub counters: Counters,
+    /// Every action with a smaller sequence number is finished.
+    pub watermark: AtomicU64,
+    pub actions: Arc<Semaphore>,
+    pub bytes: Arc<Semaphore>,
+}
 
 pub(crate) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 

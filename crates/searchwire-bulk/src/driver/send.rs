@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::outcome::outcome;
 use super::{Driver, InFlight, Item};
-use crate::indexer::Config;
+use crate::config::Config;
 
 /// The shortest timeout a request gets when the item deadline of its oldest item is near.
 const MIN_REQUEST_TIMEOUT: Duration = Duration::from_millis(10);
