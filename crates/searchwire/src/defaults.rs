@@ -105,6 +105,10 @@ pub const ATTEMPT_TIMEOUT_ENV: &str = "SEARCHWIRE_ATTEMPT_TIMEOUT";
 /// it named a per-attempt value "request timeout".
 pub const REQUEST_TIMEOUT_ENV: &str = "SEARCHWIRE_REQUEST_TIMEOUT";
 
+/// opensearch-go's name for the same per-attempt timeout, read as an alias after the two
+/// `SEARCHWIRE_*` names (reference 000): a deployment configured for that client keeps it.
+pub const OPENSEARCH_GO_TIMEOUT_ENV: &str = "OPENSEARCH_GO_REQUEST_TIMEOUT";
+
 /// Retry budget ratio: 0.2, so retries add at most 20 % load on top of the requests the
 /// client sends anyway. Enough to step over a dead node or a hiccup on a good day (a few
 /// percent of requests need a retry); in an outage it caps the retry storm at 1.2× the
