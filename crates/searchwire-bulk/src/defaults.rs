@@ -35,9 +35,13 @@ pub const MAX_PENDING_ACTIONS: usize = (MAX_CONCURRENCY + 1) * BATCH_ACTIONS;
 /// the same reason as [`MAX_PENDING_ACTIONS`].
 pub const MAX_PENDING_BYTES: usize = (MAX_CONCURRENCY + 1) * BATCH_BYTES;
 
-/// Overall deadline of one bulk request (every transport attempt included): 2 minutes.
-/// A bulk request waiting for a primary shard (after a node died) waits up to the cluster's
-/// 1-minute `timeout`; the deadline sits above that so the cluster answers first.
+/// Time limit of one bulk request: 2 minutes, as its deadline and as its attempt timeout.
+/// The transport makes one attempt per send (the indexer owns the retries), and that
+/// attempt gets this whole limit rather than the client's 30 s default attempt timeout: a
+/// bulk request waiting for a primary shard (after a node died) waits up to the cluster's
+/// 1-minute `timeout`, and the limit sits above that so the cluster answers first instead
+/// of the batch being cut and sent again. Reference 000 advises a generous per-attempt
+/// timeout for bulk for the same reason.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Per-item retry rule for throttling (429, `rejected_execution_exception`): reference 004
@@ -62,11 +66,16 @@ pub const JITTER: (f64, f64) = (0.8, 1.2);
 /// No retry delay exceeds 30 s (reference 004 §3.3), `Retry-After` included.
 pub const DELAY_CAP: Duration = Duration::from_secs(30);
 
-/// No item deadline: an item ends when its class's retries are used up (at most about 1.3 s
-/// of throttle retries, 3.5 s unavailable, 2.4 s connection, plus the time its requests
-/// take). Set one to bound the time an item may take overall; an item past it goes to the
-/// retry sink.
-pub const ITEM_DEADLINE: Option<Duration> = None;
+/// An item's deadline: 5 minutes after `add`. Until then a retryable item (429, 503, a
+/// reset, a timeout, no node) is retried — past its class's count at the class's capped
+/// delay — and never dead-lettered: a throttled document is not a bad one, and Logstash and
+/// Beats likewise retry 429s for as long as it takes. Five minutes outlasts a burst of
+/// throttling, the cluster's 1-minute wait for a primary, and a node's restart and shard
+/// recovery, while an import against a cluster that stays down for longer still ends with
+/// its documents reported (dead letters with `retryable: true`, `deadline_exceeded`).
+/// With a retry sink (a durable queue) the class count hands an item on first; see
+/// [`INGEST_QUEUE_AFTER`].
+pub const ITEM_DEADLINE: Option<Duration> = Some(Duration::from_secs(300));
 
 /// While the transport's circuit breaker is open, the indexer checks it again every 250 ms
 /// instead of sending (the breaker turns half-open lazily, on the next look).
@@ -170,7 +179,7 @@ pub fn markdown_table() -> String {
         (
             "request_timeout",
             fmt_duration(REQUEST_TIMEOUT),
-            "above the cluster's 1-minute wait for an unavailable primary",
+            "deadline and attempt timeout of a bulk request (one transport attempt): above the cluster's 1-minute wait for an unavailable primary",
         ),
         (
             "throttled (429)",
@@ -200,7 +209,7 @@ pub fn markdown_table() -> String {
         (
             "item_deadline",
             ITEM_DEADLINE.map_or_else(|| "none".to_string(), fmt_duration),
-            "the class retry limits end an item; set one to bound an item's total time",
+            "a retryable item is retried (past its class count at the capped delay) and never dead-lettered before it: throttling, a primary's 1-minute wait and a node restart are waited out",
         ),
         (
             "breaker_poll",

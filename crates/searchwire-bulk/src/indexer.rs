@@ -110,13 +110,16 @@ impl BulkIndexerBuilder {
         self
     }
 
-    /// Overall deadline of one bulk request, transport retries included (default 2 min).
+    /// Time limit of one bulk request (default 2 min): its deadline, and its attempt timeout
+    /// unless [`attempt_timeout`](Self::attempt_timeout) sets a shorter one. The transport
+    /// makes one attempt per send; the indexer retries.
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.cfg.request_timeout = d;
         self
     }
 
-    /// Per-attempt timeout of a bulk request (default: the client's).
+    /// Attempt timeout of a bulk request (default: the request timeout — not the client's
+    /// shorter default, which would cut a bulk request the cluster is still working on).
     pub fn attempt_timeout(mut self, d: Duration) -> Self {
         self.cfg.attempt_timeout = Some(d);
         self
@@ -167,13 +170,24 @@ impl BulkIndexerBuilder {
     }
 
     /// Gives up on an item (retryable: to the retry sink, else the dead letters) when its
-    /// next retry would start more than `d` after it was added (default: none — the class
-    /// retry limits end it). Bounds how long an item can keep its place in the buffer: a
+    /// next retry would start more than `d` after it was added (default
+    /// [`ITEM_DEADLINE`](crate::defaults::ITEM_DEADLINE), 5 minutes). Until then a retryable
+    /// item without a retry sink is retried past its class's count, at the capped delay:
+    /// only a permanent refusal or this deadline makes a dead letter. With a retry sink (or
+    /// for a tracked item) the class's count hands the item on first. Bounds how long an
+    /// item can keep its place in the buffer: a
     /// request carrying it gets at most the time its oldest item has left, and an item that
     /// could not be sent in time (breaker open, every request slot busy) is given up too.
     /// Keep it well above `flush_interval`, or a lone item expires before its batch is sent.
     pub fn item_deadline(mut self, d: Duration) -> Self {
         self.cfg.item_deadline = Some(d);
+        self
+    }
+
+    /// No item deadline: the class's count ends a retryable item (handed to the retry sink,
+    /// else dead-lettered with `retryable: true`) however little time it took.
+    pub fn no_item_deadline(mut self) -> Self {
+        self.cfg.item_deadline = None;
         self
     }
 
@@ -183,7 +197,8 @@ impl BulkIndexerBuilder {
         self
     }
 
-    /// Where items go whose retries or deadline ran out (default: none — they are
+    /// Where retryable items go once their class's count (reference 004 §3.3) or their
+    /// deadline ran out (default: none — they are retried on until the item deadline, then
     /// dead-lettered with `retryable: true`).
     pub fn retry_sink(mut self, sink: impl RetrySink) -> Self {
         self.retry_sink = Some(Arc::new(sink));

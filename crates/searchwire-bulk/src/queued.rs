@@ -502,9 +502,7 @@ enum Settle {
 pub fn retry_delay(policy: &RetryPolicy, class: RetryClass, n: u32) -> Duration {
     let last = policy.rule(class).max_retries.max(1);
     let mut rng = fastrand::Rng::new();
-    policy
-        .delay(class, n.clamp(1, last), None, &mut rng)
-        .unwrap_or(policy.cap)
+    policy.delay(class, n.clamp(1, last), None, &mut rng)
 }
 
 /// A queued payload (one action line and, except for `delete`, one source line) as an

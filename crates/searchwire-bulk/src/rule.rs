@@ -11,7 +11,9 @@ pub struct ClassRule {
     pub base: Duration,
     /// Each further retry waits this many times longer.
     pub factor: f64,
-    /// Retries allowed for this class; the next failure of this class after that is final.
+    /// The class's count (reference 004 §3.3): after this many retries an item is handed
+    /// on to whoever takes it (a retry sink, the caller of a tracked item); without one it
+    /// goes on being retried, at the capped delay, until its item deadline.
     pub max_retries: u32,
 }
 

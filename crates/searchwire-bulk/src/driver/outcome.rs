@@ -25,9 +25,9 @@ pub(super) enum Outcome {
     },
 }
 
-/// Turns the transport's answer into an [`Outcome`]. The transport was told the request
-/// is not idempotent, so it retried only what certainly was not processed (connect
-/// failures, 429) and failed over between nodes; everything ambiguous comes back here.
+/// Turns the transport's answer into an [`Outcome`]. The request was one attempt (the
+/// transport was told not to retry it), so every failure comes back here: the indexer is
+/// the one owner of a batch's retries and their delays.
 pub(super) fn outcome(
     result: Result<searchwire::Response, searchwire::Error>,
     expected: usize,

@@ -103,9 +103,16 @@ impl Driver {
                 timeout = timeout.min(left.max(MIN_REQUEST_TIMEOUT));
             }
         }
+        // One attempt per send: the indexer owns the retries of a batch (by class, the
+        // §3.3 rule), so the transport does not retry it as well. The attempt gets the
+        // whole request timeout, not the client's shorter default attempt timeout, so the
+        // cluster's own 1-minute wait for a primary answers first.
+        let attempt = self.cfg.attempt_timeout.unwrap_or(timeout).min(timeout);
         let mut req = Request::post("/_bulk")
             .body_with_type(body.clone(), "application/x-ndjson")
             .timeout(timeout)
+            .attempt_timeout(attempt)
+            .max_retries(0)
             .idempotent(false);
         if self.cfg.filter_path {
             let tracked = items.iter().any(|i| i.tracker.is_some());
@@ -120,9 +127,6 @@ impl Driver {
             for (k, v) in params {
                 req = req.query(k, v);
             }
-        }
-        if let Some(t) = self.cfg.attempt_timeout {
-            req = req.attempt_timeout(t);
         }
         let client = self.client.clone();
         let expected = items.len();

@@ -239,24 +239,31 @@ impl Driver {
             if indices.len() < 8 && !indices.iter().any(|i| i == idx) {
                 indices.push(idx.to_owned());
             }
-            let n = it.retries[class.index()] + 1;
-            let past_deadline = |delay: Duration| match (self.cfg.item_deadline, it.added) {
-                (Some(limit), Some(added)) => now + delay > added + limit,
-                _ => false,
+            let n = it.retries[class.index()].saturating_add(1);
+            let deadline = match (self.cfg.item_deadline, it.added) {
+                (Some(limit), Some(added)) => Some(added + limit),
+                _ => None,
             };
-            match self.cfg.retry.delay(class, n, retry_after, &mut self.rng) {
-                // The retry would start after the item's deadline: give up now.
-                Some(delay) if past_deadline(delay) => late.push((it, reason)),
-                Some(delay) => {
-                    it.own_source();
-                    it.retries[class.index()] = n;
-                    attempt = attempt.max(n);
-                    first_delay.get_or_insert(delay);
-                    scheduled += 1;
-                    self.delayed.entry(now + delay).or_default().push(it);
-                }
-                None => exhausted.push((it, reason)),
+            // Past the class's count, an item is handed on when something takes it (the
+            // retry sink, a tracked item's caller) or when there is no deadline to end it;
+            // otherwise it is retried on until its deadline.
+            let handed_on = self.retry_sink.is_some() || it.tracker.is_some() || deadline.is_none();
+            if !self.cfg.retry.within_count(class, n) && handed_on {
+                exhausted.push((it, reason));
+                continue;
             }
+            let delay = self.cfg.retry.delay(class, n, retry_after, &mut self.rng);
+            if deadline.is_some_and(|end| now + delay > end) {
+                // The retry would start after the item's deadline: give up now.
+                late.push((it, reason));
+                continue;
+            }
+            it.own_source();
+            it.retries[class.index()] = n;
+            attempt = attempt.max(n);
+            first_delay.get_or_insert(delay);
+            scheduled += 1;
+            self.delayed.entry(now + delay).or_default().push(it);
         }
         if scheduled > 0 {
             self.shared.counters.retried(class, scheduled);
