@@ -60,7 +60,8 @@ pub const UNAVAILABLE: ClassRule = ClassRule::new(Duration::from_millis(500), 2.
 pub const CONNECTION: ClassRule = ClassRule::new(Duration::from_millis(200), 1.8, 4);
 
 /// Jitter multiplies every computed delay by a uniform factor in 0.8–1.2 (reference 004
-/// §3.3), so clients rejected together do not return together. `Retry-After` is not jittered.
+/// §3.3), so clients rejected together do not return together. A `Retry-After` is jittered
+/// too, upwards only: the delay never falls below what the server asked for.
 pub const JITTER: (f64, f64) = (0.8, 1.2);
 
 /// No retry delay exceeds 30 s (reference 004 §3.3), `Retry-After` included.
@@ -123,6 +124,14 @@ pub const DELIVERY_LEASE_BATCH: usize = MAX_CONCURRENCY * BATCH_ACTIONS;
 /// is open.
 pub const DELIVERY_IDLE_POLL: Duration = BREAKER_POLL;
 
+/// [`deliver`](crate::deliver): a queued message that keeps failing retryably (throttled,
+/// unavailable, no connection) is retried — past its `max_retries` deferred, not counted —
+/// until it is 24 hours old, and only then is it a dead letter. A queue exists to outlast
+/// outages longer than an ingest waits; a day covers a cluster down overnight, and a
+/// message older than that is reported rather than retried for ever. While the breaker is
+/// open nothing is leased, so an outage itself costs no attempts.
+pub const DELIVERY_ITEM_DEADLINE: Option<Duration> = Some(Duration::from_secs(24 * 3600));
+
 /// `searchwire ingest --queue-after`: with a queue, the item deadline.
 pub const INGEST_QUEUE_AFTER: Duration = Duration::from_secs(10);
 
@@ -132,7 +141,9 @@ pub const INGEST_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
 /// `100ms`, `1.5s`, `2m`, `30s`.
 fn fmt_duration(d: Duration) -> String {
     let ms = d.as_millis();
-    if ms % 60_000 == 0 && ms > 0 {
+    if ms % 3_600_000 == 0 && ms > 0 {
+        format!("{}h", ms / 3_600_000)
+    } else if ms % 60_000 == 0 && ms > 0 {
         format!("{}m", ms / 60_000)
     } else if ms % 1000 == 0 && ms > 0 {
         format!("{}s", ms / 1000)
@@ -255,6 +266,11 @@ pub fn markdown_table() -> String {
             "delivery idle poll",
             fmt_duration(DELIVERY_IDLE_POLL),
             "as the breaker poll: a recovered cluster is seen within it",
+        ),
+        (
+            "delivery item deadline",
+            DELIVERY_ITEM_DEADLINE.map_or_else(|| "none".to_string(), fmt_duration),
+            "a queued message failing retryably is retried (past `max_retries` deferred, not counted) until this old: a queue outlasts outages",
         ),
         (
             "ingest --queue-after",
