@@ -14,7 +14,9 @@ pub const BATCH_ACTIONS: usize = 1_000;
 
 /// Bytes per bulk request (action lines and sources): 5 MiB, the low end of the 5–15 MB
 /// that the OpenSearch and Elasticsearch tuning guides recommend. Bigger requests stress the
-/// coordinating node's heap and make every rejection more expensive.
+/// coordinating node's heap and make every rejection more expensive. A cluster that
+/// answers 413 (its `http.max_content_length` is lower) halves it for the indexer's life,
+/// until a request fits; the refused items are sent again at once, never dead-lettered.
 pub const BATCH_BYTES: usize = 5 * 1024 * 1024;
 
 /// A partly filled batch is sent after 1 s. A trickle of documents becomes searchable
@@ -165,7 +167,7 @@ pub fn markdown_table() -> String {
         (
             "batch_bytes",
             format!("{} MiB", BATCH_BYTES / (1024 * 1024)),
-            "low end of the 5–15 MB the tuning guides recommend",
+            "low end of the 5–15 MB the tuning guides recommend; halved after a 413 (the cluster's http.max_content_length) until a request fits",
         ),
         (
             "flush_interval",

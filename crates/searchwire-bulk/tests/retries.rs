@@ -191,3 +191,56 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
         self.clone()
     }
 }
+
+/// A 413 (the cluster's `http.max_content_length` is below the batch) is not the items'
+/// fault: the request size halves until the cluster takes it, every document is stored
+/// once, no dead letter — except a single action larger than the limit, which no request
+/// can carry.
+#[tokio::test(start_paused = true)]
+async fn a_413_splits_the_batch_and_dead_letters_only_an_action_too_large_alone() {
+    let (cluster, bulk, client) = retrying_client(1).await;
+    bulk.max_content_length(Some(2_000));
+    let dead = Collect::default();
+    let ix = indexer(&client)
+        .dead_letter_sink(dead.dead_letter_sink())
+        .build()
+        .unwrap();
+    for i in 0..100 {
+        ix.add(Action::create("big").id(format!("{i:03}")).json(&doc(i)))
+            .await
+            .unwrap();
+    }
+    ix.flush().await;
+    assert_eq!(bulk.count("big"), 100);
+    assert_eq!(bulk.max_writes(), 1);
+    assert!(dead.items().is_empty(), "{:?}", dead.ids());
+    let sizes: Vec<usize> = cluster
+        .node(0)
+        .requests()
+        .iter()
+        .map(|r| r.body.len())
+        .collect();
+    // ~8 KB, 4 KB, 2 KB refused (no delay between them), then requests under 2,000 bytes.
+    assert!(sizes[..3].iter().all(|s| *s > 2_000), "{sizes:?}");
+    assert!(sizes[3..].iter().all(|s| *s <= 2_000), "{sizes:?}");
+    let reqs = cluster.node(0).requests();
+    assert_eq!(reqs[3].at, reqs[0].at, "a split is sent at once");
+
+    // One action alone above the limit: a dead letter that says why.
+    let huge = serde_json::json!({ "blob": "x".repeat(3_000) });
+    ix.add(Action::create("big").id("huge").json(&huge))
+        .await
+        .unwrap();
+    let stats = ix.close().await;
+    let d = dead.items();
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].action.doc_id(), Some("huge"));
+    assert_eq!(d[0].reason.error_type, "request_too_large");
+    assert!(!d[0].retryable);
+    assert!(
+        d[0].reason.reason.contains("http.max_content_length"),
+        "{}",
+        d[0].reason
+    );
+    assert_eq!((stats.created, stats.dead_lettered), (100, 1));
+}

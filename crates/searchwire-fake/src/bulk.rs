@@ -72,6 +72,9 @@ struct State {
     every: Option<(u64, BulkFault)>,
     items_seen: u64,
     reset_after_apply: u32,
+    /// Bodies longer than this are refused with 413, as a node with a small
+    /// `http.max_content_length` refuses them (nothing applied).
+    max_content_length: Option<usize>,
     /// Random faults: a seeded generator, the share of items throttled and the share of
     /// requests reset after they were applied.
     random: Option<RandomFaults>,
@@ -183,6 +186,12 @@ impl FakeBulk {
     /// `None` stops it.
     pub fn fault_every(&self, every: Option<(u64, BulkFault)>) {
         self.state.lock().every = every;
+    }
+
+    /// Refuses bulk bodies longer than `limit` bytes with a bare 413, as OpenSearch does for
+    /// a body over its `http.max_content_length` (nothing is applied). `None`: no limit.
+    pub fn max_content_length(&self, limit: Option<usize>) {
+        self.state.lock().max_content_length = limit;
     }
 
     /// Random faults from a seeded generator (the same seed plays the same faults for the
@@ -307,6 +316,13 @@ impl FakeBulk {
         if let Some(b) = st.request_answers.pop_front() {
             st.batch_sizes.push(0);
             return b;
+        }
+        if st
+            .max_content_length
+            .is_some_and(|limit| req.body.len() > limit)
+        {
+            st.batch_sizes.push(0);
+            return Behavior::status(413);
         }
         // `refresh` and `wait_for_active_shards` are checked like OpenSearch does, before
         // any item: a bad value is a 400 for the whole request.

@@ -122,6 +122,9 @@ struct Driver {
     in_flight: HashMap<tokio::task::Id, InFlight>,
     bodies: Bodies,
     aimd: Aimd,
+    /// Bytes per request at most: `batch_bytes`, lowered when the cluster answers 413 (its
+    /// `http.max_content_length` is below it).
+    batch_bytes: usize,
     breaker_wait: Option<Instant>,
 
     /// Permits of the items finished while handling the current event.
@@ -147,6 +150,7 @@ pub(crate) async fn run(
     };
     let aimd = Aimd::new(cfg.max_concurrency, cfg.adaptive);
     let bodies = Bodies::new(cfg.max_concurrency);
+    let batch_bytes = cfg.batch_bytes;
     let mut d = Driver {
         client,
         cfg,
@@ -166,6 +170,7 @@ pub(crate) async fn run(
         in_flight: HashMap::new(),
         bodies,
         aimd,
+        batch_bytes,
         breaker_wait: None,
         released: Released::default(),
         flush_waiters: Vec::new(),

@@ -12,6 +12,9 @@ use crate::sink::FailureReason;
 pub(super) enum Outcome {
     /// The cluster answered every item.
     Items(Vec<ItemResult>),
+    /// The cluster refused the request as too large (413: its body passed the cluster's
+    /// `http.max_content_length`). Nothing of it was applied.
+    TooLarge(FailureReason),
     /// The request failed as a whole.
     Failed {
         /// `None`: for good.
@@ -89,6 +92,12 @@ pub(super) fn outcome(
                     "server_error",
                     reason,
                 ),
+                ErrorKind::Status if status == Some(413) => Outcome::TooLarge(FailureReason {
+                    status,
+                    error_type: "request_too_large".into(),
+                    reason,
+                    retry_class: None,
+                }),
                 ErrorKind::Status => refusal(
                     failed(None, false, status, "request_rejected", reason),
                     e.response(),

@@ -19,7 +19,7 @@ impl Driver {
             return false;
         }
         self.buffer.len() >= self.cfg.batch_actions
-            || self.buffer_bytes >= self.cfg.batch_bytes
+            || self.buffer_bytes >= self.batch_bytes
             || self.flushing()
             || self
                 .buffer_since
@@ -56,10 +56,11 @@ impl Driver {
         );
         let mut bytes = 0usize;
         // Items with other request parameters wait for the next request (order kept).
+        let max_bytes = self.batch_bytes;
         let fits = |items: &Vec<Box<Item>>, bytes: usize, next: &Item, cfg: &Config| {
             items.first().is_none_or(|first| {
                 items.len() < cfg.batch_actions
-                    && bytes + next.len() <= cfg.batch_bytes
+                    && bytes + next.len() <= max_bytes
                     && first.params == next.params
             })
         };
