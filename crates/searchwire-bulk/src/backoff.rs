@@ -6,36 +6,24 @@
 //! | unavailable (503, `unavailable_shards_exception`, other 5xx) | 500 ms | ×2 | 3 |
 //! | connection (request-level reset, timeout, no node) | 200 ms | ×1.8 | 4 |
 //!
-//! The n-th retry of a class waits `base × factor^(n-1)` (whole milliseconds), times a uniform jitter factor in
-//! 0.8–1.2, capped at 30 s. A `Retry-After` from the server replaces the computed delay of
-//! a throttled retry, is not jittered, and is capped too.
+//! The n-th retry of a class waits `base × factor^(n-1)` (whole milliseconds), times a
+//! uniform jitter factor in 0.8–1.2, capped at 30 s. A `Retry-After` from the server becomes
+//! the base of a throttled retry (the reference's "base = `Retry-After`, else 100 ms"), so it
+//! grows ×1.5 and is jittered like the computed delay, as the transport's own class backoff
+//! does — but never below what the server asked for (capped at 30 s too).
+//!
+//! **Past the count.** The retries column is the count after which an item is *handed on*
+//! when something takes it (a retry sink — a durable queue — or the caller of a tracked
+//! item). Without one, the count does not end a retryable item: its retries go on with the
+//! same rule — the delay keeps growing by the class's factor up to the 30 s cap — until the
+//! item deadline ([`crate::defaults::ITEM_DEADLINE`]). A throttled document is not a bad
+//! document; only a permanent refusal or an expired deadline makes a dead letter.
 
 use std::time::Duration;
 
 use crate::classify::RetryClass;
 use crate::defaults;
-
-/// One class's rule: first delay, growth factor, and how many retries the class allows.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct ClassRule {
-    /// The delay before the first retry.
-    pub base: Duration,
-    /// Each further retry waits this many times longer.
-    pub factor: f64,
-    /// Retries allowed for this class; the next failure of this class after that is final.
-    pub max_retries: u32,
-}
-
-impl ClassRule {
-    /// A rule.
-    pub const fn new(base: Duration, factor: f64, max_retries: u32) -> ClassRule {
-        ClassRule {
-            base,
-            factor,
-            max_retries,
-        }
-    }
-}
+pub use crate::rule::ClassRule;
 
 /// The retry rules of the three classes, the jitter and the cap.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,49 +62,46 @@ impl RetryPolicy {
         }
     }
 
-    /// The delay before retry number `n` (1-based) of `class`, or `None` when the class's
-    /// retries are used up. `retry_after` (a throttled answer's header) replaces the
-    /// computed delay. `rng` draws the jitter.
+    /// Whether retry number `n` (1-based) of `class` is within the class's §3.3 count.
+    /// Past it, an item is handed to whoever takes it (a retry sink, a tracked item's
+    /// caller), and otherwise retried on until its deadline ([`delay`](Self::delay) goes on).
+    pub fn within_count(&self, class: RetryClass, n: u32) -> bool {
+        n >= 1 && n <= self.rule(class).max_retries
+    }
+
+    /// The delay before retry number `n` (1-based, clamped to at least 1) of `class`:
+    /// `base × factor^(n-1) × jitter`, capped. Past the class's count the same rule goes
+    /// on (it reaches the cap). `retry_after` (a throttled answer's header) becomes the base
+    /// of a throttled retry and the delay never falls below it (the cap still bounds it).
+    /// `rng` draws the jitter.
     pub fn delay(
         &self,
         class: RetryClass,
         n: u32,
         retry_after: Option<Duration>,
         rng: &mut fastrand::Rng,
-    ) -> Option<Duration> {
+    ) -> Duration {
         let rule = self.rule(class);
-        if n == 0 || n > rule.max_retries {
-            return None;
-        }
-        if let (RetryClass::Throttled, Some(ra)) = (class, retry_after) {
-            return Some(ra.min(self.cap));
-        }
-        let exp = i32::try_from(n - 1).unwrap_or(i32::MAX);
+        let hint = match class {
+            RetryClass::Throttled => retry_after,
+            _ => None,
+        };
+        let base = hint.unwrap_or(rule.base);
+        let exp = i32::try_from(n.max(1) - 1).unwrap_or(i32::MAX);
         // Whole milliseconds, computed from the base in milliseconds so the table's values
         // come out exact (100 ms × 1.5³ = 337.5 → 338 ms).
-        let mut millis = rule.base.as_millis() as f64 * rule.factor.powi(exp);
+        let mut millis = base.as_millis() as f64 * rule.factor.powi(exp);
         if let Some((lo, hi)) = self.jitter {
             millis *= lo + (hi - lo) * rng.f64();
+        }
+        if let Some(h) = hint {
+            millis = millis.max(h.as_millis() as f64);
         }
         let cap = self.cap.as_millis() as f64;
         if !millis.is_finite() || millis > cap {
             millis = cap;
         }
-        Some(Duration::from_millis(millis.max(0.0).round() as u64))
-    }
-}
-
-/// `100ms`, `1.5s`, `2m`, `30s`.
-pub(crate) fn fmt_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms % 60_000 == 0 && ms > 0 {
-        format!("{}m", ms / 60_000)
-    } else if ms % 1000 == 0 && ms > 0 {
-        format!("{}s", ms / 1000)
-    } else if ms >= 1000 {
-        format!("{}s", d.as_secs_f64())
-    } else {
-        format!("{ms}ms")
+        Duration::from_millis(millis.max(0.0).round() as u64)
     }
 }
 
@@ -140,7 +125,9 @@ mod tests {
         let p = no_jitter();
         let mut rng = fastrand::Rng::with_seed(1);
         let mut series = |c, k| -> Vec<Option<Duration>> {
-            (1..=k).map(|n| p.delay(c, n, None, &mut rng)).collect()
+            (1..=k)
+                .map(|n| p.within_count(c, n).then(|| p.delay(c, n, None, &mut rng)))
+                .collect()
         };
         assert_eq!(
             series(RetryClass::Throttled, 6),
@@ -157,24 +144,64 @@ mod tests {
     }
 
     #[test]
+    fn past_the_count_the_rule_goes_on_up_to_the_cap() {
+        let p = no_jitter();
+        let mut rng = fastrand::Rng::with_seed(1);
+        let mut d = |n| p.delay(RetryClass::Throttled, n, None, &mut rng);
+        // 100 ms × 1.5^5 = 759 ms, ... 1.5^14 ≈ 29.2 s, then the 30 s cap for good.
+        assert_eq!(d(6), Duration::from_millis(759));
+        assert_eq!(d(15), Duration::from_millis(29_193));
+        assert_eq!(d(16), Duration::from_secs(30));
+        assert_eq!(d(1_000), Duration::from_secs(30));
+        assert_eq!(d(u32::MAX), Duration::from_secs(30));
+    }
+
+    #[test]
     fn retry_after_replaces_the_throttled_delay_and_is_capped() {
         let p = no_jitter();
         let mut rng = fastrand::Rng::with_seed(1);
         let ra = Some(Duration::from_secs(2));
-        assert_eq!(
-            p.delay(RetryClass::Throttled, 1, ra, &mut rng),
-            Some(Duration::from_secs(2))
-        );
+        let series: Vec<Duration> = (1..=4)
+            .map(|n| p.delay(RetryClass::Throttled, n, ra, &mut rng))
+            .collect();
+        assert_eq!(series, vec![ms2(2000), ms2(3000), ms2(4500), ms2(6750)]);
         let huge = Some(Duration::from_secs(3600));
         assert_eq!(
             p.delay(RetryClass::Throttled, 1, huge, &mut rng),
-            Some(Duration::from_secs(30))
+            Duration::from_secs(30)
         );
         // Only throttling honours it.
         assert_eq!(
             p.delay(RetryClass::Unavailable, 1, ra, &mut rng),
-            Some(Duration::from_millis(500))
+            Duration::from_millis(500)
         );
+    }
+
+    fn ms2(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn retry_after_is_jittered_but_never_shortened() {
+        let p = RetryPolicy::default();
+        let mut rng = fastrand::Rng::with_seed(3);
+        let ra = Some(Duration::from_secs(1));
+        let firsts: Vec<Duration> = (0..200)
+            .map(|_| p.delay(RetryClass::Throttled, 1, ra, &mut rng))
+            .collect();
+        assert!(firsts.iter().all(|d| *d >= ms2(1000) && *d <= ms2(1200)));
+        assert!(firsts.iter().any(|d| *d > ms2(1000)), "jittered upwards");
+        assert!(
+            firsts.iter().any(|d| *d == ms2(1000)),
+            "never below the hint"
+        );
+        for _ in 0..200 {
+            let d = p.delay(RetryClass::Throttled, 3, ra, &mut rng);
+            assert!(
+                d >= ms2(1800) && d <= ms2(2700),
+                "{d:?}: 1 s × 1.5² × 0.8–1.2"
+            );
+        }
     }
 
     #[test]
@@ -182,16 +209,14 @@ mod tests {
         let p = RetryPolicy::default();
         let mut rng = fastrand::Rng::with_seed(7);
         for _ in 0..1000 {
-            let d = p.delay(RetryClass::Unavailable, 2, None, &mut rng).unwrap();
+            let d = p.delay(RetryClass::Unavailable, 2, None, &mut rng);
             assert!(d >= Duration::from_millis(800) && d <= Duration::from_millis(1200));
         }
         let steep = RetryPolicy {
             throttled: ClassRule::new(Duration::from_secs(10), 10.0, 9),
             ..RetryPolicy::default()
         };
-        let d = steep
-            .delay(RetryClass::Throttled, 9, None, &mut rng)
-            .unwrap();
+        let d = steep.delay(RetryClass::Throttled, 9, None, &mut rng);
         assert_eq!(d, Duration::from_secs(30));
     }
 }

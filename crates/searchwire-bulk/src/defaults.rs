@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use crate::backoff::ClassRule;
+use crate::rule::ClassRule;
 
 /// Actions per bulk request: 1,000. Large enough that the per-request overhead (HTTP, the
 /// coordinating node's fan-out to shards) is amortized, small enough that one rejected
@@ -14,7 +14,9 @@ pub const BATCH_ACTIONS: usize = 1_000;
 
 /// Bytes per bulk request (action lines and sources): 5 MiB, the low end of the 5–15 MB
 /// that the OpenSearch and Elasticsearch tuning guides recommend. Bigger requests stress the
-/// coordinating node's heap and make every rejection more expensive.
+/// coordinating node's heap and make every rejection more expensive. A cluster that
+/// answers 413 (its `http.max_content_length` is lower) halves it for the indexer's life,
+/// until a request fits; the refused items are sent again at once, never dead-lettered.
 pub const BATCH_BYTES: usize = 5 * 1024 * 1024;
 
 /// A partly filled batch is sent after 1 s. A trickle of documents becomes searchable
@@ -35,9 +37,13 @@ pub const MAX_PENDING_ACTIONS: usize = (MAX_CONCURRENCY + 1) * BATCH_ACTIONS;
 /// the same reason as [`MAX_PENDING_ACTIONS`].
 pub const MAX_PENDING_BYTES: usize = (MAX_CONCURRENCY + 1) * BATCH_BYTES;
 
-/// Overall deadline of one bulk request (every transport attempt included): 2 minutes.
-/// A bulk request waiting for a primary shard (after a node died) waits up to the cluster's
-/// 1-minute `timeout`; the deadline sits above that so the cluster answers first.
+/// Time limit of one bulk request: 2 minutes, as its deadline and as its attempt timeout.
+/// The transport makes one attempt per send (the indexer owns the retries), and that
+/// attempt gets this whole limit rather than the client's 30 s default attempt timeout: a
+/// bulk request waiting for a primary shard (after a node died) waits up to the cluster's
+/// 1-minute `timeout`, and the limit sits above that so the cluster answers first instead
+/// of the batch being cut and sent again. Reference 000 advises a generous per-attempt
+/// timeout for bulk for the same reason.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Per-item retry rule for throttling (429, `rejected_execution_exception`): reference 004
@@ -56,17 +62,23 @@ pub const UNAVAILABLE: ClassRule = ClassRule::new(Duration::from_millis(500), 2.
 pub const CONNECTION: ClassRule = ClassRule::new(Duration::from_millis(200), 1.8, 4);
 
 /// Jitter multiplies every computed delay by a uniform factor in 0.8–1.2 (reference 004
-/// §3.3), so clients rejected together do not return together. `Retry-After` is not jittered.
+/// §3.3), so clients rejected together do not return together. A `Retry-After` is jittered
+/// too, upwards only: the delay never falls below what the server asked for.
 pub const JITTER: (f64, f64) = (0.8, 1.2);
 
 /// No retry delay exceeds 30 s (reference 004 §3.3), `Retry-After` included.
 pub const DELAY_CAP: Duration = Duration::from_secs(30);
 
-/// No item deadline: an item ends when its class's retries are used up (at most about 1.3 s
-/// of throttle retries, 3.5 s unavailable, 2.4 s connection, plus the time its requests
-/// take). Set one to bound the time an item may take overall; an item past it goes to the
-/// retry sink.
-pub const ITEM_DEADLINE: Option<Duration> = None;
+/// An item's deadline: 5 minutes after `add`. Until then a retryable item (429, 503, a
+/// reset, a timeout, no node) is retried — past its class's count at the class's capped
+/// delay — and never dead-lettered: a throttled document is not a bad one, and Logstash and
+/// Beats likewise retry 429s for as long as it takes. Five minutes outlasts a burst of
+/// throttling, the cluster's 1-minute wait for a primary, and a node's restart and shard
+/// recovery, while an import against a cluster that stays down for longer still ends with
+/// its documents reported (dead letters with `retryable: true`, `deadline_exceeded`).
+/// With a retry sink (a durable queue) the class count hands an item on first; see
+/// [`INGEST_QUEUE_AFTER`].
+pub const ITEM_DEADLINE: Option<Duration> = Some(Duration::from_secs(300));
 
 /// While the transport's circuit breaker is open, the indexer checks it again every 250 ms
 /// instead of sending (the breaker turns half-open lazily, on the next look).
@@ -95,7 +107,7 @@ pub const FILTER_PATH_TRACKED: &str = "errors,items.*.status,items.*.result,item
 fn rule(r: &ClassRule) -> String {
     format!(
         "{} ×{}, {} retries",
-        crate::backoff::fmt_duration(r.base),
+        fmt_duration(r.base),
         r.factor,
         r.max_retries
     )
@@ -114,11 +126,35 @@ pub const DELIVERY_LEASE_BATCH: usize = MAX_CONCURRENCY * BATCH_ACTIONS;
 /// is open.
 pub const DELIVERY_IDLE_POLL: Duration = BREAKER_POLL;
 
+/// [`deliver`](crate::deliver): a queued message that keeps failing retryably (throttled,
+/// unavailable, no connection) is retried — past its `max_retries` deferred, not counted —
+/// until it is 24 hours old, and only then is it a dead letter. A queue exists to outlast
+/// outages longer than an ingest waits; a day covers a cluster down overnight, and a
+/// message older than that is reported rather than retried for ever. While the breaker is
+/// open nothing is leased, so an outage itself costs no attempts.
+pub const DELIVERY_ITEM_DEADLINE: Option<Duration> = Some(Duration::from_secs(24 * 3600));
+
 /// `searchwire ingest --queue-after`: with a queue, the item deadline.
 pub const INGEST_QUEUE_AFTER: Duration = Duration::from_secs(10);
 
 /// `searchwire ingest --drain-timeout`: how long an ingest delivers from its queue.
 pub const INGEST_DRAIN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// `100ms`, `1.5s`, `2m`, `30s`.
+fn fmt_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms % 3_600_000 == 0 && ms > 0 {
+        format!("{}h", ms / 3_600_000)
+    } else if ms % 60_000 == 0 && ms > 0 {
+        format!("{}m", ms / 60_000)
+    } else if ms % 1000 == 0 && ms > 0 {
+        format!("{}s", ms / 1000)
+    } else if ms >= 1000 {
+        format!("{}s", d.as_secs_f64())
+    } else {
+        format!("{ms}ms")
+    }
+}
 
 /// The defaults as a Markdown table (setting, default, why), as in `docs/bulk.md`.
 pub fn markdown_table() -> String {
@@ -131,11 +167,11 @@ pub fn markdown_table() -> String {
         (
             "batch_bytes",
             format!("{} MiB", BATCH_BYTES / (1024 * 1024)),
-            "low end of the 5–15 MB the tuning guides recommend",
+            "low end of the 5–15 MB the tuning guides recommend; halved after a 413 (the cluster's http.max_content_length) until a request fits",
         ),
         (
             "flush_interval",
-            crate::backoff::fmt_duration(FLUSH_INTERVAL),
+            fmt_duration(FLUSH_INTERVAL),
             "a trickle becomes searchable about as fast as the refresh interval",
         ),
         (
@@ -155,8 +191,8 @@ pub fn markdown_table() -> String {
         ),
         (
             "request_timeout",
-            crate::backoff::fmt_duration(REQUEST_TIMEOUT),
-            "above the cluster's 1-minute wait for an unavailable primary",
+            fmt_duration(REQUEST_TIMEOUT),
+            "deadline and attempt timeout of a bulk request (one transport attempt): above the cluster's 1-minute wait for an unavailable primary",
         ),
         (
             "throttled (429)",
@@ -180,17 +216,17 @@ pub fn markdown_table() -> String {
         ),
         (
             "delay_cap",
-            crate::backoff::fmt_duration(DELAY_CAP),
+            fmt_duration(DELAY_CAP),
             "reference 004 §3.3; Retry-After included",
         ),
         (
             "item_deadline",
-            ITEM_DEADLINE.map_or_else(|| "none".to_string(), crate::backoff::fmt_duration),
-            "the class retry limits end an item; set one to bound an item's total time",
+            ITEM_DEADLINE.map_or_else(|| "none".to_string(), fmt_duration),
+            "a retryable item is retried (past its class count at the capped delay) and never dead-lettered before it: throttling, a primary's 1-minute wait and a node restart are waited out",
         ),
         (
             "breaker_poll",
-            crate::backoff::fmt_duration(BREAKER_POLL),
+            fmt_duration(BREAKER_POLL),
             "nothing is sent while the transport's breaker is open",
         ),
         (
@@ -230,17 +266,22 @@ pub fn markdown_table() -> String {
         ),
         (
             "delivery idle poll",
-            crate::backoff::fmt_duration(DELIVERY_IDLE_POLL),
+            fmt_duration(DELIVERY_IDLE_POLL),
             "as the breaker poll: a recovered cluster is seen within it",
         ),
         (
+            "delivery item deadline",
+            DELIVERY_ITEM_DEADLINE.map_or_else(|| "none".to_string(), fmt_duration),
+            "a queued message failing retryably is retried (past `max_retries` deferred, not counted) until this old: a queue outlasts outages",
+        ),
+        (
             "ingest --queue-after",
-            crate::backoff::fmt_duration(INGEST_QUEUE_AFTER),
+            fmt_duration(INGEST_QUEUE_AFTER),
             "the connection class's 4 retries (~2.4 s) and a breaker probe fit before an item is queued",
         ),
         (
             "ingest --drain-timeout",
-            crate::backoff::fmt_duration(INGEST_DRAIN_TIMEOUT),
+            fmt_duration(INGEST_DRAIN_TIMEOUT),
             "an ingest is a batch job: a longer outage is left to `searchwire queue deliver`",
         ),
     ];

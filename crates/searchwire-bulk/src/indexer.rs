@@ -12,8 +12,9 @@ use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::action::{Action, IdScheme};
 use crate::backoff::RetryPolicy;
+use crate::config::Config;
 use crate::defaults;
-use crate::driver::{self, Cmd, Item};
+use crate::driver::{self, Cmd, Item, Shared};
 use crate::sink::{DeadLetterSink, LogDeadLetters, RetrySink};
 use crate::stats::{Counters, Stats};
 use crate::tracked::{EncodedAction, ItemOutcome, ItemTicket};
@@ -57,27 +58,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// The indexer's settings (plain data; defaults in [`crate::defaults`]).
-#[derive(Clone, Debug)]
-pub(crate) struct Config {
-    pub batch_actions: usize,
-    pub batch_bytes: usize,
-    pub flush_interval: Duration,
-    pub max_concurrency: usize,
-    pub adaptive: bool,
-    pub max_pending_actions: usize,
-    pub max_pending_bytes: usize,
-    pub request_timeout: Duration,
-    pub attempt_timeout: Option<Duration>,
-    pub retry: RetryPolicy,
-    pub seed: Option<u64>,
-    pub ids: IdScheme,
-    pub conflict_is_present: bool,
-    pub breaker_poll: Duration,
-    pub filter_path: bool,
-    pub item_deadline: Option<Duration>,
-}
 
 /// Builds a [`BulkIndexer`]. Every setting has a default from [`crate::defaults`].
 pub struct BulkIndexerBuilder {
@@ -130,13 +110,16 @@ impl BulkIndexerBuilder {
         self
     }
 
-    /// Overall deadline of one bulk request, transport retries included (default 2 min).
+    /// Time limit of one bulk request (default 2 min): its deadline, and its attempt timeout
+    /// unless [`attempt_timeout`](Self::attempt_timeout) sets a shorter one. The transport
+    /// makes one attempt per send; the indexer retries.
     pub fn request_timeout(mut self, d: Duration) -> Self {
         self.cfg.request_timeout = d;
         self
     }
 
-    /// Per-attempt timeout of a bulk request (default: the client's).
+    /// Attempt timeout of a bulk request (default: the request timeout — not the client's
+    /// shorter default, which would cut a bulk request the cluster is still working on).
     pub fn attempt_timeout(mut self, d: Duration) -> Self {
         self.cfg.attempt_timeout = Some(d);
         self
@@ -187,13 +170,24 @@ impl BulkIndexerBuilder {
     }
 
     /// Gives up on an item (retryable: to the retry sink, else the dead letters) when its
-    /// next retry would start more than `d` after it was added (default: none — the class
-    /// retry limits end it). Bounds how long an item can keep its place in the buffer: a
+    /// next retry would start more than `d` after it was added (default
+    /// [`ITEM_DEADLINE`](crate::defaults::ITEM_DEADLINE), 5 minutes). Until then a retryable
+    /// item without a retry sink is retried past its class's count, at the capped delay:
+    /// only a permanent refusal or this deadline makes a dead letter. With a retry sink (or
+    /// for a tracked item) the class's count hands the item on first. Bounds how long an
+    /// item can keep its place in the buffer: a
     /// request carrying it gets at most the time its oldest item has left, and an item that
     /// could not be sent in time (breaker open, every request slot busy) is given up too.
     /// Keep it well above `flush_interval`, or a lone item expires before its batch is sent.
     pub fn item_deadline(mut self, d: Duration) -> Self {
         self.cfg.item_deadline = Some(d);
+        self
+    }
+
+    /// No item deadline: the class's count ends a retryable item (handed to the retry sink,
+    /// else dead-lettered with `retryable: true`) however little time it took.
+    pub fn no_item_deadline(mut self) -> Self {
+        self.cfg.item_deadline = None;
         self
     }
 
@@ -203,7 +197,8 @@ impl BulkIndexerBuilder {
         self
     }
 
-    /// Where items go whose retries or deadline ran out (default: none — they are
+    /// Where retryable items go once their class's count (reference 004 §3.3) or their
+    /// deadline ran out (default: none — they are retried on until the item deadline, then
     /// dead-lettered with `retryable: true`).
     pub fn retry_sink(mut self, sink: impl RetrySink) -> Self {
         self.retry_sink = Some(Arc::new(sink));
@@ -286,15 +281,6 @@ impl BulkIndexerBuilder {
             max_pending_bytes: self.cfg.max_pending_bytes,
         })
     }
-}
-
-/// State the handle and the driver share.
-pub(crate) struct Shared {
-    pub counters: Counters,
-    /// Every action with a smaller sequence number is finished.
-    pub watermark: AtomicU64,
-    pub actions: Arc<Semaphore>,
-    pub bytes: Arc<Semaphore>,
 }
 
 struct Sender {

@@ -13,8 +13,10 @@
 //!   `create` answered 409 after an ambiguous failure counts as already present.
 //! - **Item-level retries** by class with the reference 004 §3.3 table ([`backoff`]):
 //!   only the failed items are sent again. Items that fail for good go to the
-//!   [`DeadLetterSink`] with the original action, source and reason; items whose retries
-//!   ran out go to the [`RetrySink`] when there is one.
+//!   [`DeadLetterSink`] with the original action, source and reason. A retryable item
+//!   (429, 503, reset, timeout, no node) goes to the [`RetrySink`] once its class's count
+//!   ran out when there is one; without one it is retried on, at the capped delay, and is
+//!   a dead letter only when its item deadline ([`defaults::ITEM_DEADLINE`]) passes.
 //! - **Same-id order**: actions with the same index and id are delivered in the order added
 //!   (a later one waits until the earlier one is finished).
 //! - **Adaptive concurrency** (AIMD, see `concurrency`): throttling halves the requests in
@@ -51,11 +53,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! **Request-level retries.** The indexer retries whole requests itself (with the class
-//! table) rather than marking `_bulk` idempotent to the transport: the transport retries
-//! only what was certainly not processed (connect failures, 429) and fails over between
-//! nodes; a reset, timeout or 5xx comes back to the indexer, which marks the items
-//! *ambiguous* (they may have been applied) and retries them under the connection or
+//! **Request-level retries.** The indexer is the one owner of a batch's retries: each send
+//! is a single transport attempt (`Request::max_retries(0)`), so a whole-request 429 is
+//! sent again only by the indexer, with the reference 004 §3.3 rule (`Retry-After` as the
+//! base, ×1.5, jittered), never by two layers at once. A reset, timeout or 5xx marks the
+//! items *ambiguous* (they may have been applied) and retries them under the connection or
 //! unavailable class. That is safe because every action has an id by then.
 //!
 //! See `docs/bulk.md` for the design, the defaults and the measurements.
@@ -67,11 +69,13 @@ pub mod backoff;
 mod bodies;
 mod classify;
 mod concurrency;
+mod config;
 pub mod defaults;
 mod driver;
 mod indexer;
 pub mod queued;
 mod response;
+mod rule;
 mod sink;
 mod stats;
 mod tracked;

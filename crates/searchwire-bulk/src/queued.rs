@@ -17,7 +17,11 @@
 //!   `capacity` plus what the indexer holds (its own bounded buffer).
 //! - [`deliver`] leases due messages (priority, due time, arrival), sends them through a
 //!   (tracked) indexer, acks once the cluster confirmed, reschedules by retry class, and
-//!   dead-letters what the cluster refused for good or what ran out of `max_retries`.
+//!   dead-letters what the cluster refused for good. A retryable failure (throttled,
+//!   unavailable, no connection) counts toward the message's `max_retries` only up to the
+//!   last one; from there it is deferred ([`Queue::defer`]) at the class's capped delay,
+//!   and it becomes a dead letter only once the message is older than
+//!   [`DeliveryConfig::item_deadline`] — the indexer's rule, applied to the queue.
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -38,7 +42,8 @@ use crate::sink::{DeadLetterSink, FailedItem, FailureReason, RetrySink, SinkErro
 use crate::tracked::{EncodedAction, ItemOutcome};
 
 use crate::defaults::{
-    DELIVERY_IDLE_POLL, DELIVERY_LEASE_BATCH, QUEUE_SINK_CAPACITY, QUEUE_SINK_MAX_BATCH,
+    DELIVERY_IDLE_POLL, DELIVERY_ITEM_DEADLINE, DELIVERY_LEASE_BATCH, QUEUE_SINK_CAPACITY,
+    QUEUE_SINK_MAX_BATCH,
 };
 
 /// How a [`QueueSink`] queues items.
@@ -332,6 +337,11 @@ pub struct DeliveryConfig {
     pub policy: RetryPolicy,
     /// Return once the queue's backlog is zero (else only at the deadline).
     pub until_empty: bool,
+    /// A message that fails retryably (throttled, unavailable, no connection) is retried —
+    /// past its `max_retries` deferred, not counted — until it is this old (since it was
+    /// queued); only then is it a dead letter. `None`: `max_retries` ends it. Default
+    /// [`DELIVERY_ITEM_DEADLINE`].
+    pub item_deadline: Option<Duration>,
 }
 
 impl Default for DeliveryConfig {
@@ -341,6 +351,7 @@ impl Default for DeliveryConfig {
             idle_poll: DELIVERY_IDLE_POLL,
             policy: RetryPolicy::default(),
             until_empty: true,
+            item_deadline: DELIVERY_ITEM_DEADLINE,
         }
     }
 }
@@ -369,7 +380,10 @@ pub struct DeliveryReport {
 ///
 /// **Settling.** Written (or a `create` answered 409 when the indexer counts conflicts as
 /// present) → ack; refused for good → dead letter; undeliverable now or refused as a whole
-/// request → rescheduled after the class delay, a dead letter once `max_retries` is spent.
+/// request → rescheduled after the class delay, a dead letter once `max_retries` is spent —
+/// except that a retryable failure (undeliverable now: throttled, unavailable, no
+/// connection) never spends the last retry: it is deferred instead, and is a dead letter
+/// only once the message is older than [`DeliveryConfig::item_deadline`].
 /// While the client's breaker is open nothing is leased (no attempt is burnt). A message
 /// cut short by the deadline stays leased until the caller releases it
 /// ([`Queue::release`]) or its lease times out; delivering one twice is harmless (same id).
@@ -437,7 +451,7 @@ async fn send_run(
             Ok(a) => indexer
                 .add_tracked_encoded(a)
                 .await
-                .map_err(|e| Settle::Retry(RetryClass::Connection, e.to_string())),
+                .map_err(|e| Settle::Retry(RetryClass::Connection, e.to_string(), true)),
             Err(e) => Err(Settle::Dead(format!(
                 "the queued payload is not one bulk item: {e}"
             ))),
@@ -459,9 +473,10 @@ async fn send_run(
                 ItemOutcome::Failed { reason, .. } => Settle::Retry(
                     RetryClass::Unavailable,
                     format!("the cluster refused the request: {reason}"),
+                    false,
                 ),
                 ItemOutcome::Undeliverable { class, reason } => {
-                    Settle::Retry(class, format!("{}: {reason}", class.as_str()))
+                    Settle::Retry(class, format!("{}: {reason}", class.as_str()), true)
                 }
             },
             Err(s) => s,
@@ -473,13 +488,34 @@ async fn send_run(
                     report.dead_lettered += 1;
                 }
             }
-            Settle::Retry(class, why) => {
-                let at = queue.options().clock.now().saturating_add(retry_delay(
-                    &config.policy,
-                    class,
-                    lease.message.attempts + 1,
-                ));
-                match queue.reschedule(lease, at, &why).await? {
+            Settle::Retry(class, why, retryable) => {
+                let now = queue.options().clock.now();
+                let m = &lease.message;
+                let at = now.saturating_add(retry_delay(&config.policy, class, m.attempts + 1));
+                let last = m.attempts.saturating_add(1) >= m.max_retries.max(1);
+                let expired = config
+                    .item_deadline
+                    .is_some_and(|limit| now.saturating_duration_since(m.enqueued_at) >= limit);
+                let done = if retryable && expired {
+                    let reason = format!(
+                        "deadline_exceeded: still undeliverable {} after it was queued (item deadline); last: {why}",
+                        searchwire::explain::format_duration(
+                            now.saturating_duration_since(m.enqueued_at)
+                        )
+                    );
+                    tracing::warn!(id = %lease.id(), reason = %reason, "dead letter: a queued item's deadline passed");
+                    if queue.dead_letter(lease, &reason).await? {
+                        Rescheduled::DeadLettered
+                    } else {
+                        Rescheduled::LeaseLost
+                    }
+                } else if retryable && last && config.item_deadline.is_some() {
+                    // Past the count: retried on, not counted, until the deadline.
+                    queue.defer(lease, at, &why).await?
+                } else {
+                    queue.reschedule(lease, at, &why).await?
+                };
+                match done {
                     Rescheduled::DeadLettered => report.dead_lettered += 1,
                     _ => report.rescheduled += 1,
                 }
@@ -495,16 +531,16 @@ async fn send_run(
 
 enum Settle {
     Dead(String),
-    Retry(RetryClass, String),
+    /// Rescheduled after the class's delay; `true`: a retryable failure (not counted past
+    /// the last retry, a dead letter only past the item deadline).
+    Retry(RetryClass, String, bool),
 }
 
 /// The delay before delivery attempt `n` (1-based) of a message last failed with `class`.
 pub fn retry_delay(policy: &RetryPolicy, class: RetryClass, n: u32) -> Duration {
     let last = policy.rule(class).max_retries.max(1);
     let mut rng = fastrand::Rng::new();
-    policy
-        .delay(class, n.clamp(1, last), None, &mut rng)
-        .unwrap_or(policy.cap)
+    policy.delay(class, n.clamp(1, last), None, &mut rng)
 }
 
 /// A queued payload (one action line and, except for `delete`, one source line) as an

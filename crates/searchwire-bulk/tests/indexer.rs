@@ -233,30 +233,79 @@ fn arrival_offsets(s: &support::Setup) -> Vec<u64> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn item_503s_use_their_own_delays_and_exhausted_items_are_dead_lettered_without_a_retry_sink()
-{
+async fn item_503s_use_their_own_delays_and_go_on_past_the_count_without_a_retry_sink() {
     let s = setup(1).await;
     let (builder, dead) = collecting(&s.client);
     let ix = builder.build().unwrap();
-    s.bulk.item_faults([BulkFault::Unavailable; 4]);
+    // Five 503s: one more than the class's 3 retries, and the item is still not dead.
+    s.bulk.item_faults([BulkFault::Unavailable; 5]);
     ix.add(Action::create("u").id("x").json(&doc(1)))
         .await
         .unwrap();
     let stats = ix.close().await;
     assert_eq!(
         arrival_offsets(&s),
-        vec![0, 500, 1500, 3500],
-        "§3.3: 500 ms, ×2, 3 retries"
+        vec![0, 500, 1500, 3500, 7500, 15500],
+        "§3.3: 500 ms, ×2 — and past the 3 retries the same rule goes on"
     );
-    assert_eq!(stats.retried_unavailable, 3);
+    assert_eq!(stats.retried_unavailable, 5);
+    assert_eq!((stats.created, stats.dead_lettered), (1, 0));
+    assert!(dead.items().is_empty());
+    assert_eq!(s.bulk.count("u"), 1);
+}
+
+/// Without a retry sink, a retryable item ends only at its deadline: a document the
+/// cluster keeps throttling is retried at the capped delay until then, and its dead letter
+/// says the deadline (not the count) ended it.
+#[tokio::test(start_paused = true)]
+async fn a_throttled_item_is_a_dead_letter_only_when_its_deadline_passes() {
+    let s = setup(1).await;
+    let (builder, dead) = collecting(&s.client);
+    let ix = builder
+        .item_deadline(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    s.bulk.fault_every(Some((1, BulkFault::Throttle)));
+    ix.add(Action::create("t").id("busy").json(&doc(1)))
+        .await
+        .unwrap();
+    let stats = ix.close().await;
+    // 100 ms × 1.5^(n-1): the 14th retry leaves at 58.2 s; the 15th would wait 29.2 s
+    // and start after the 60 s deadline.
+    let times = arrival_offsets(&s);
+    assert_eq!(times.len(), 15, "{times:?}");
+    assert_eq!(
+        &times[..7],
+        &[0, 100, 250, 475, 813, 1319, 2078],
+        "the count passes at 1,319 ms; the retries go on"
+    );
+    assert_eq!(*times.last().unwrap(), 58_187);
+    assert_eq!((stats.retried_throttled, stats.dead_lettered), (14, 1));
+    let d = dead.items();
+    assert_eq!(d[0].reason.error_type, "deadline_exceeded");
+    assert_eq!(d[0].reason.retry_class, Some("throttled"));
+    assert!(d[0].retryable);
+    assert_eq!(d[0].attempts, 15);
+    assert_eq!(s.bulk.count("t"), 0);
+}
+
+/// Without a deadline the class's count ends a retryable item, as before the deadline
+/// existed.
+#[tokio::test(start_paused = true)]
+async fn with_no_item_deadline_the_count_ends_a_retryable_item() {
+    let s = setup(1).await;
+    let (builder, dead) = collecting(&s.client);
+    let ix = builder.no_item_deadline().build().unwrap();
+    s.bulk.item_faults([BulkFault::Unavailable; 4]);
+    ix.add(Action::create("u").id("x").json(&doc(1)))
+        .await
+        .unwrap();
+    let stats = ix.close().await;
+    assert_eq!(arrival_offsets(&s), vec![0, 500, 1500, 3500]);
     assert_eq!(stats.dead_lettered, 1);
     let d = dead.items();
-    assert!(
-        d[0].retryable,
-        "exhausted, not bad: a retry queue could take it"
-    );
-    assert_eq!(d[0].reason.retry_class, Some("unavailable"));
-    assert_eq!(s.bulk.count("u"), 0);
+    assert!(d[0].retryable);
+    assert_eq!(d[0].reason.error_type, "retries_exhausted");
 }
 
 #[tokio::test(start_paused = true)]

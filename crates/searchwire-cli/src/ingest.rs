@@ -220,6 +220,9 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
     if let Some(d) = a.timeout {
         b = b.request_timeout(d);
     }
+    if let Some(d) = a.item_deadline {
+        b = b.item_deadline(d);
+    }
     let mut policy = searchwire_bulk::RetryPolicy::default();
     if let Some(n) = a.throttle_retries {
         policy.throttled.max_retries = n;

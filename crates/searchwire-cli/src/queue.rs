@@ -54,6 +54,11 @@ pub struct DeliverArgs {
     /// Actions per bulk request.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_actions: Option<u64>,
+    /// A message failing retryably (throttled, unavailable, no connection) is retried —
+    /// past its max_retries without counting — until it is this old, and only then is a
+    /// dead letter [default: 24h].
+    #[arg(long, value_name = "DUR", value_parser = crate::ingest::parse_positive_duration)]
+    pub item_deadline: Option<std::time::Duration>,
 }
 
 pub const QUEUE_AFTER_HELP: &str = "\
@@ -226,7 +231,7 @@ async fn deliver(queue: &Queue, a: &DeliverArgs, auth: crate::connect::Auth) -> 
         b = b.batch_actions(usize::try_from(n).unwrap_or(usize::MAX));
     }
     let deadline = a.timeout.map(|t| tokio::time::Instant::now() + t);
-    let report = deliver_with(queue, &client, b, deadline).await;
+    let report = deliver_with(queue, &client, b, deadline, a.item_deadline).await;
     if let Err(e) = queue.release().await {
         output::error_message(format!("cannot release the queue's leases: {e}"));
     }
@@ -262,9 +267,13 @@ pub(crate) async fn deliver_with(
     client: &searchwire::Client,
     builder: searchwire_bulk::BulkIndexerBuilder,
     deadline: Option<tokio::time::Instant>,
+    item_deadline: Option<std::time::Duration>,
 ) -> Result<searchwire_bulk::DeliveryReport, String> {
     let ix = builder.build().map_err(|e| e.to_string())?;
-    let config = searchwire_bulk::DeliveryConfig::default();
+    let mut config = searchwire_bulk::DeliveryConfig::default();
+    if let Some(d) = item_deadline {
+        config.item_deadline = Some(d);
+    }
     let r = searchwire_bulk::deliver(queue, &ix, client, &config, deadline).await;
     ix.close().await;
     r.map_err(|e| e.to_string())

@@ -502,3 +502,48 @@ async fn an_unreachable_cluster_exits_4_before_reading() {
     assert_eq!(out.status.code(), Some(4));
     assert!(String::from_utf8_lossy(&out.stderr).contains("no node reachable"));
 }
+
+/// The slow-cluster scenario through the command: 20,000 documents while the cluster
+/// answers 20 % of items 429, resets 5 % of connections after applying the bulk, and loses
+/// a node for 3 s. No good document is a dead letter (retryable items are retried past
+/// their class count until the item deadline), exactly 20,000 are stored, exit 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_cluster_dead_letters_no_good_document_and_ingest_exits_0() {
+    let f = fake(3).await;
+    let input = tmp("slow.ndjson");
+    let dead = tmp("slow.dead.ndjson");
+    write_docs(&input, 20_000);
+    f.bulk.random_faults(Some((7, 0.20, 0.05)));
+    let lost = f.cluster.node(2).clone();
+    let outage = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        lost.kill().await;
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        lost.revive().await.unwrap();
+    });
+    let out = ingest(&[
+        input.to_str().unwrap(),
+        "--url",
+        &f.url(),
+        "--index",
+        "docs",
+        "--id-field",
+        "id",
+        "--batch-actions",
+        "500",
+        "--dead-letter",
+        dead.to_str().unwrap(),
+    ])
+    .await;
+    outage.await.unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "stderr: {err}");
+    assert!(dead_letters(&dead).is_empty(), "{:?}", dead_letters(&dead));
+    assert_eq!(f.bulk.count("docs"), 20_000);
+    assert_eq!(f.bulk.max_writes(), 1, "nothing written twice");
+    let s = summary(&out);
+    assert_eq!(s["dead_letters"], 0, "{s}");
+    assert_eq!(s["indexed"], 20_000, "{s}");
+    assert!(s["retried_throttled"].as_u64().unwrap() > 4_000, "{s}");
+    assert!(s["retried_connection"].as_u64().unwrap() > 0, "{s}");
+}

@@ -72,6 +72,12 @@ struct State {
     every: Option<(u64, BulkFault)>,
     items_seen: u64,
     reset_after_apply: u32,
+    /// Bodies longer than this are refused with 413, as a node with a small
+    /// `http.max_content_length` refuses them (nothing applied).
+    max_content_length: Option<usize>,
+    /// Random faults: a seeded generator, the share of items throttled and the share of
+    /// requests reset after they were applied.
+    random: Option<RandomFaults>,
     request_answers: VecDeque<Behavior>,
     mapping_marker: Option<String>,
     delay: Option<Duration>,
@@ -81,6 +87,26 @@ struct State {
     queries: Vec<Option<String>>,
     /// The next `_seq_no` per index (one shard per index: write order).
     seq_nos: HashMap<String, u64>,
+}
+
+/// Seeded random faults ([`FakeBulk::random_faults`]).
+#[derive(Clone, Copy, Debug)]
+struct RandomFaults {
+    state: u64,
+    throttle: f64,
+    reset: f64,
+}
+
+impl RandomFaults {
+    /// splitmix64, as a uniform draw in [0, 1).
+    fn draw(&mut self) -> f64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        (z >> 11) as f64 / (1u64 << 53) as f64
+    }
 }
 
 /// The shared `_bulk` store and fault script. Cheap to clone; clones share everything.
@@ -160,6 +186,25 @@ impl FakeBulk {
     /// `None` stops it.
     pub fn fault_every(&self, every: Option<(u64, BulkFault)>) {
         self.state.lock().every = every;
+    }
+
+    /// Refuses bulk bodies longer than `limit` bytes with a bare 413, as OpenSearch does for
+    /// a body over its `http.max_content_length` (nothing is applied). `None`: no limit.
+    pub fn max_content_length(&self, limit: Option<usize>) {
+        self.state.lock().max_content_length = limit;
+    }
+
+    /// Random faults from a seeded generator (the same seed plays the same faults for the
+    /// same requests): each item is throttled (429 `es_rejected_execution_exception`, not
+    /// applied) with probability `throttle`, and each request is applied, then its
+    /// connection reset without an answer, with probability `reset_after_apply`. Scripted
+    /// faults come first. `None` stops them.
+    pub fn random_faults(&self, faults: Option<(u64, f64, f64)>) {
+        self.state.lock().random = faults.map(|(seed, throttle, reset)| RandomFaults {
+            state: seed,
+            throttle,
+            reset,
+        });
     }
 
     /// The next `n` bulk requests are applied in full, then the connection is reset
@@ -272,6 +317,13 @@ impl FakeBulk {
             st.batch_sizes.push(0);
             return b;
         }
+        if st
+            .max_content_length
+            .is_some_and(|limit| req.body.len() > limit)
+        {
+            st.batch_sizes.push(0);
+            return Behavior::status(413);
+        }
         // `refresh` and `wait_for_active_shards` are checked like OpenSearch does, before
         // any item: a bad value is a 400 for the whole request.
         let mut forced_refresh = false;
@@ -368,9 +420,11 @@ impl FakeBulk {
         } else {
             json!({ "took": 1, "errors": errors, "items": items })
         };
-        let reset = st.reset_after_apply > 0;
+        let mut reset = st.reset_after_apply > 0;
         if reset {
             st.reset_after_apply -= 1;
+        } else if let Some(r) = st.random.as_mut() {
+            reset = r.draw() < r.reset;
         }
         let delay = st.delay;
         drop(st);
@@ -420,7 +474,13 @@ impl State {
         source: Option<Bytes>,
     ) -> (String, u16, Value) {
         self.items_seen += 1;
-        let mut fault = self.faults.pop_front().unwrap_or(BulkFault::Ok);
+        let scripted = self.faults.pop_front();
+        let mut fault = scripted.unwrap_or(BulkFault::Ok);
+        if let (None, Some(r)) = (scripted, self.random.as_mut()) {
+            if r.draw() < r.throttle {
+                fault = BulkFault::Throttle;
+            }
+        }
         if let Some((n, f)) = self.every {
             if n > 0 && self.items_seen % n == 0 {
                 fault = f;

@@ -243,6 +243,22 @@ impl Queue {
         dispatch!(self.reschedule(lease, retry_at, &error))
     }
 
+    /// A failed delivery that does not count toward `max_retries`: the message is due again
+    /// at `retry_at` with the error kept and its attempts unchanged, and never becomes a
+    /// dead letter here. For failures that say nothing about the message — the cluster
+    /// throttled it, a shard was unavailable, no node answered — which the delivery loop
+    /// retries until the message's own deadline rather than a count (a throttled document
+    /// is not a bad one). Nothing changes if the lease is no longer current.
+    pub async fn defer(
+        &self,
+        lease: &Lease,
+        retry_at: Timestamp,
+        error: &str,
+    ) -> Result<Rescheduled> {
+        let error = bounded_error(error);
+        dispatch!(self.defer(lease, retry_at, &error))
+    }
+
     /// Moves a leased message to the dead letters now, with `reason` (cut to
     /// [`MAX_ERROR_BYTES`]). `false` (nothing changed) if the lease is no longer current.
     pub async fn dead_letter(&self, lease: &Lease, reason: &str) -> Result<bool> {

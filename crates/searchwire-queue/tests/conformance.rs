@@ -301,6 +301,33 @@ async fn reschedule_counts_attempts_keeps_the_error_and_delays(b: Backend) {
     assert_eq!(l2.message.enqueued_at, support::T0, "enqueued_at stays");
 }
 
+async fn a_deferral_keeps_the_attempts_and_never_dead_letters(b: Backend) {
+    let Some(c) = Ctx::new(b).await else { return };
+    let q = c.q();
+    append(q, vec![msg("throttled").max_retries(1)]).await;
+    // Far more deferrals than max_retries: still queued, attempts unchanged.
+    for n in 0..5 {
+        let l = q.lease(1).await.unwrap().remove(0);
+        assert_eq!(l.message.attempts, 0, "deferral {n}");
+        assert!(matches!(
+            q.defer(&l, c.at(0), "429 Too Many Requests").await.unwrap(),
+            Rescheduled::Scheduled { attempts: 0, .. }
+        ));
+    }
+    let l = q.lease(1).await.unwrap().remove(0);
+    assert_eq!(
+        l.message.last_error.as_deref(),
+        Some("429 Too Many Requests")
+    );
+    let s = q.stats().await.unwrap();
+    assert_eq!((s.backlog, s.dead_letters), (1, 0));
+    // A counted failure still ends it at max_retries.
+    assert_eq!(
+        q.reschedule(&l, c.at(0), "400").await.unwrap(),
+        Rescheduled::DeadLettered
+    );
+}
+
 async fn max_retries_moves_the_message_to_the_dead_letters_with_its_reason(b: Backend) {
     let Some(c) = Ctx::new(b).await else { return };
     let q = c.q();
@@ -598,6 +625,7 @@ conformance!(
     one_ack_removes_leased_waiting_and_delayed_messages_alike,
     reschedule_counts_attempts_keeps_the_error_and_delays,
     max_retries_moves_the_message_to_the_dead_letters_with_its_reason,
+    a_deferral_keeps_the_attempts_and_never_dead_letters,
     a_lost_lease_cannot_reschedule_or_dead_letter,
     dead_letters_can_be_listed_replayed_and_purged,
     release_gives_back_this_consumers_leases_marked_pending_shutdown,

@@ -2,9 +2,11 @@
 //! submits them to the delivery bulk indexer, which sends them as the cluster allows —
 //! adaptive concurrency, per-class item retries, nothing while the breaker is open. Each
 //! leased batch is settled on its own task as its items' outcomes arrive: written → ack;
-//! undeliverable now (retries or the delivery budget ran out) or refused as a whole request
-//! → rescheduled with a doubling delay (a dead letter once its retries are spent); failed for
-//! good → dead letter at once. The loop leases the next batch while earlier ones are in
+//! undeliverable now (retries or the delivery budget ran out) → rescheduled with a doubling
+//! delay, and past its last retry deferred without counting, a dead letter only once the
+//! message is older than the item deadline (`searchwire_bulk::defaults::DELIVERY_ITEM_DEADLINE`,
+//! 24 h: a throttled message is not a bad one); refused as a whole request → rescheduled, a
+//! dead letter once its retries are spent; failed for good → dead letter at once. The loop leases the next batch while earlier ones are in
 //! flight, so several bulk requests carry queued messages at once.
 //!
 //! **Order.** Messages are submitted in lease order, and the indexer sends its buffer in
@@ -28,6 +30,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use searchwire::BreakerState;
+use searchwire_bulk::defaults::DELIVERY_ITEM_DEADLINE;
 use searchwire_queue::{Lease, MessageId};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -194,21 +197,43 @@ async fn settle(shared: &Shared, batch: Vec<(Lease, Item)>, pending: Vec<send::P
                 }
                 continue;
             }
-            Verdict::Retry(r) => r,
+            Verdict::Retry(r) => (r, true),
             Verdict::Rejected {
                 status,
                 kind,
                 reason,
                 ..
-            } => format!("the cluster refused the request: {status} {kind}: {reason}"),
+            } => (
+                format!("the cluster refused the request: {status} {kind}: {reason}"),
+                false,
+            ),
         };
-        let at = shared
-            .queue
-            .options()
-            .clock
-            .now()
-            .saturating_add(shared.config.retry_delay(lease.message.attempts + 1));
-        match shared.queue.reschedule(lease, at, &again).await {
+        let (again, retryable) = again;
+        let now = shared.queue.options().clock.now();
+        let m = &lease.message;
+        let at = now.saturating_add(shared.config.retry_delay(m.attempts + 1));
+        // A retryable failure (throttled, unavailable, no connection) is never a dead letter
+        // before the message's item deadline: it spends max_retries only up to the last
+        // one and is deferred (not counted) from there, as the bulk indexer's rule.
+        let age = now.saturating_duration_since(m.enqueued_at);
+        let expired = DELIVERY_ITEM_DEADLINE.is_some_and(|limit| age >= limit);
+        let last = m.attempts.saturating_add(1) >= m.max_retries.max(1);
+        let put_back = if retryable && expired {
+            let reason = format!(
+                "deadline_exceeded: still undeliverable {} after it was queued (item deadline); last: {again}",
+                searchwire::explain::format_duration(age)
+            );
+            match shared.queue.dead_letter(lease, &reason).await {
+                Ok(true) => Ok(searchwire_queue::Rescheduled::DeadLettered),
+                Ok(false) => Ok(searchwire_queue::Rescheduled::LeaseLost),
+                Err(e) => Err(e),
+            }
+        } else if retryable && last && DELIVERY_ITEM_DEADLINE.is_some() {
+            shared.queue.defer(lease, at, &again).await
+        } else {
+            shared.queue.reschedule(lease, at, &again).await
+        };
+        match put_back {
             Ok(searchwire_queue::Rescheduled::DeadLettered) => dead += 1,
             Ok(_) => retried += 1,
             Err(e) => {

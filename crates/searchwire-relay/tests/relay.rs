@@ -1236,3 +1236,43 @@ async fn after_the_drain_grace_the_listener_is_closed() {
         "the listener is closed"
     );
 }
+
+/// The delivery loop follows the bulk indexer's rule: a queued item the cluster keeps
+/// throttling is retried past its `max_retries` (deferred, not counted) and is not a dead
+/// letter before its item deadline; once the cluster takes writes it is delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_queued_item_outlives_its_max_retries_and_is_delivered() {
+    let s = start(
+        RelayConfig {
+            queue_only: true,
+            max_retries: 1,
+            ..test_config()
+        },
+        plain_client,
+    )
+    .await;
+    s.bulk
+        .fault_every(Some((1, searchwire_fake::BulkFault::Throttle)));
+    let (_, v) = post_bulk(
+        s.addr,
+        "/logs/_bulk",
+        "{\"index\":{\"_id\":\"busy\"}}\n{\"n\":1}\n",
+    )
+    .await;
+    assert_eq!(item(&v, 0)["result"], "queued");
+    // Throttled for 2 s: every delivery round fails (each after the indexer's own five
+    // throttled retries), more often than max_retries allows.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let st = s.queue.stats().await.unwrap();
+    assert_eq!((st.backlog, st.dead_letters), (1, 0), "{st:?}");
+    assert!(
+        s.bulk.items_seen() > 6,
+        "more than one round: {}",
+        s.bulk.items_seen()
+    );
+    s.bulk.fault_every(None);
+    s.drained().await;
+    assert_eq!(s.bulk.count("logs"), 1);
+    assert_eq!(s.queue.stats().await.unwrap().dead_letters, 0);
+    s.shutdown().await;
+}

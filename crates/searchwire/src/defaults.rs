@@ -112,6 +112,10 @@ pub const ATTEMPT_TIMEOUT_ENV: &str = "SEARCHWIRE_ATTEMPT_TIMEOUT";
 /// it named a per-attempt value "request timeout".
 pub const REQUEST_TIMEOUT_ENV: &str = "SEARCHWIRE_REQUEST_TIMEOUT";
 
+/// opensearch-go's name for the same per-attempt timeout, read as an alias after the two
+/// `SEARCHWIRE_*` names (reference 000): a deployment configured for that client keeps it.
+pub const OPENSEARCH_GO_TIMEOUT_ENV: &str = "OPENSEARCH_GO_REQUEST_TIMEOUT";
+
 /// Retry budget ratio: 0.2, so retries add at most 20 % load on top of the requests the
 /// client sends anyway. Enough to step over a dead node or a hiccup on a good day (a few
 /// percent of requests need a retry); in an outage it caps the retry storm at 1.2× the
@@ -232,8 +236,9 @@ pub const SERVER_CORES: u32 = 8;
 /// poll every second or two for no routing benefit.
 pub const MIN_HEALTH_REFRESH: Duration = Duration::from_secs(5);
 
-/// Longest periodic cluster-health refresh interval: 5 min. Routing and load-shedding
-/// decisions based on health older than that are stale.
+/// Longest periodic cluster-health refresh interval: 5 min. The stored health is reported
+/// (`Client::cluster_health`), not used for routing or load-shedding (node selection reads
+/// each node's own outcomes); older than 5 minutes it would mislead whoever reads it.
 pub const MAX_HEALTH_REFRESH: Duration = Duration::from_secs(300);
 
 /// One row of the defaults table, as printed in docs and `--help`.
@@ -294,7 +299,7 @@ pub fn table() -> Vec<DefaultEntry> {
         DefaultEntry {
             setting: "cluster_health_reprobe_after",
             value: d(CLUSTER_HEALTH_REPROBE_AFTER),
-            why: "a node denied cluster:monitor/health is probed again this often; permissions change on the scale of hours",
+            why: "a node denied cluster:monitor/health is probed again this often; permissions change on the scale of hours. An Available node that starts answering 401/403 is probed again at its next check (reference 003's runtime fallback), not after this interval (its refresh section says so): a revoked permission is seen at once, a restored one within a check",
         },
         DefaultEntry {
             setting: "health_check_jitter",
@@ -308,7 +313,7 @@ pub fn table() -> Vec<DefaultEntry> {
                 d(MIN_HEALTH_REFRESH),
                 d(MAX_HEALTH_REFRESH)
             ),
-            why: "keeps per-node cluster health current while spreading all clients' polls over the servers",
+            why: "keeps per-node cluster health current (Client::cluster_health, the bulk retry log's cluster) while spreading all clients' polls over the servers. No routing or load-shedding decision reads it (the reference's reason for the interval): node selection uses each node's own request outcomes, which are fresher than any poll",
         },
         DefaultEntry {
             setting: "discover_on_start / discover_interval",
@@ -355,7 +360,7 @@ pub fn table() -> Vec<DefaultEntry> {
                 ADAPTIVE_JITTER_HIGH_THRESHOLD,
                 ADAPTIVE_JITTER_HIGH
             ),
-            why: "a client that keeps retrying spreads its retries further apart",
+            why: "a client that keeps retrying spreads its retries further apart. It reads the client's own retry counter, not Prometheus as the reference does: no metrics pipeline or scrape lag, and only the retries this client makes are its to slow down. Half-open counts as open (x3): the probes after an outage must not come back in a wave",
         },
         DefaultEntry {
             setting: "circuit_breaker",
@@ -368,7 +373,7 @@ pub fn table() -> Vec<DefaultEntry> {
                 d(BREAKER_MAX_COOL_DOWN),
                 BREAKER_PROBES
             ),
-            why: "a failing cluster gets no traffic but probes; callers fail fast",
+            why: "a failing cluster gets no traffic but probes; callers fail fast. The trip rule is reference 004 §5's failure rate over a window, not §4.2's 5 consecutive failures (one burst of a quiet client does not trip it), with §4.2's 3 probes; >=50 where §5 says >50: min_requests means at least, one attempt apart",
         },
         DefaultEntry {
             setting: "node_gateway_failures_to_eject",

@@ -396,3 +396,72 @@ async fn the_host_header_is_sent_once_and_a_request_may_replace_it() {
     assert_eq!(hosts(0), vec![authority], "the node's host:port, once");
     assert_eq!(hosts(1), vec!["example.org"], "the request's own, once");
 }
+
+/// A request's own retry limit replaces the client's and the class rules' limits: with
+/// `max_retries(0)` every send is one attempt, whatever the outcome (a caller that retries
+/// itself — the bulk indexer — is not doubled by the transport).
+#[tokio::test(start_paused = true)]
+async fn a_request_with_max_retries_zero_is_sent_once() {
+    let node = FakeNode::start("n").await.unwrap();
+    node.set_default(Behavior::retry_after(429, "1"));
+    let client = client_for(&[node.url()])
+        .max_retries(3)
+        .class_backoff(searchwire::ClassBackoff::reference().without_jitter())
+        .build()
+        .unwrap();
+    let e = client
+        .send(Request::post("/_bulk").body("{}\n").max_retries(0))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Throttled, "{e}");
+    assert_eq!(e.attempts().len(), 1);
+    assert_eq!(node.request_count(), 1);
+    // The same request without its own limit: the reference's 5 throttled retries.
+    node.clear_requests();
+    let e = client
+        .send(Request::post("/_bulk").body("{}\n"))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Throttled, "{e}");
+    assert_eq!(node.request_count(), 6);
+    // A limit of 1: one retry.
+    node.clear_requests();
+    let _ = client
+        .send(Request::post("/_bulk").body("{}\n").max_retries(1))
+        .await;
+    assert_eq!(node.request_count(), 2);
+}
+
+/// `Request::deadline(at)` bounds the whole request by an instant on the client's clock,
+/// like `timeout` does by a budget: a hung node's attempt is cut at that instant.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_given_as_an_instant_bounds_the_request() {
+    let node = FakeNode::start("n").await.unwrap();
+    node.set_default(Behavior::Hang);
+    let client = client_for(&[node.url()])
+        .attempt_timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let start = tokio::time::Instant::now();
+    let at = start + ms(750);
+    let e = client
+        .send(Request::get("/").deadline(at))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}");
+    assert_eq!(
+        tokio::time::Instant::now(),
+        at,
+        "cut exactly at the deadline"
+    );
+    assert_eq!(e.attempts().len(), 1);
+    assert_eq!(e.attempts()[0].outcome, OutcomeKind::Cancelled);
+    // An instant already past fails before anything is sent.
+    node.clear_requests();
+    let e = client
+        .send(Request::get("/").deadline(start))
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::DeadlineExceeded, "{e}");
+    assert_eq!(node.request_count(), 0);
+}

@@ -23,26 +23,35 @@ mod unfinished;
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
 use searchwire::Client;
-use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::bodies::Bodies;
 use crate::concurrency::Aimd;
-use crate::indexer::{Config, Shared};
+use crate::config::Config;
 use crate::sink::{DeadLetterSink, RetrySink};
-use crate::stats::Stats;
+use crate::stats::{Counters, Stats};
 
 pub(crate) use item::Item;
 pub(crate) use key::key;
 use key::KeyMap;
 use outcome::Outcome;
 use unfinished::Unfinished;
+
+/// State the handle and the driver share.
+pub(crate) struct Shared {
+    pub counters: Counters,
+    /// Every action with a smaller sequence number is finished.
+    pub watermark: AtomicU64,
+    pub actions: Arc<Semaphore>,
+    pub bytes: Arc<Semaphore>,
+}
 
 pub(crate) type Permits = (OwnedSemaphorePermit, OwnedSemaphorePermit);
 
@@ -113,6 +122,9 @@ struct Driver {
     in_flight: HashMap<tokio::task::Id, InFlight>,
     bodies: Bodies,
     aimd: Aimd,
+    /// Bytes per request at most: `batch_bytes`, lowered when the cluster answers 413 (its
+    /// `http.max_content_length` is below it).
+    batch_bytes: usize,
     breaker_wait: Option<Instant>,
 
     /// Permits of the items finished while handling the current event.
@@ -138,6 +150,7 @@ pub(crate) async fn run(
     };
     let aimd = Aimd::new(cfg.max_concurrency, cfg.adaptive);
     let bodies = Bodies::new(cfg.max_concurrency);
+    let batch_bytes = cfg.batch_bytes;
     let mut d = Driver {
         client,
         cfg,
@@ -157,6 +170,7 @@ pub(crate) async fn run(
         in_flight: HashMap::new(),
         bodies,
         aimd,
+        batch_bytes,
         breaker_wait: None,
         released: Released::default(),
         flush_waiters: Vec::new(),

@@ -12,6 +12,9 @@ use crate::sink::FailureReason;
 pub(super) enum Outcome {
     /// The cluster answered every item.
     Items(Vec<ItemResult>),
+    /// The cluster refused the request as too large (413: its body passed the cluster's
+    /// `http.max_content_length`). Nothing of it was applied.
+    TooLarge(FailureReason),
     /// The request failed as a whole.
     Failed {
         /// `None`: for good.
@@ -25,9 +28,9 @@ pub(super) enum Outcome {
     },
 }
 
-/// Turns the transport's answer into an [`Outcome`]. The transport was told the request
-/// is not idempotent, so it retried only what certainly was not processed (connect
-/// failures, 429) and failed over between nodes; everything ambiguous comes back here.
+/// Turns the transport's answer into an [`Outcome`]. The request was one attempt (the
+/// transport was told not to retry it), so every failure comes back here: the indexer is
+/// the one owner of a batch's retries and their delays.
 pub(super) fn outcome(
     result: Result<searchwire::Response, searchwire::Error>,
     expected: usize,
@@ -89,6 +92,12 @@ pub(super) fn outcome(
                     "server_error",
                     reason,
                 ),
+                ErrorKind::Status if status == Some(413) => Outcome::TooLarge(FailureReason {
+                    status,
+                    error_type: "request_too_large".into(),
+                    reason,
+                    retry_class: None,
+                }),
                 ErrorKind::Status => refusal(
                     failed(None, false, status, "request_rejected", reason),
                     e.response(),

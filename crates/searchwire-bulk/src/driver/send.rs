@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use super::outcome::outcome;
 use super::{Driver, InFlight, Item};
-use crate::indexer::Config;
+use crate::config::Config;
 
 /// The shortest timeout a request gets when the item deadline of its oldest item is near.
 const MIN_REQUEST_TIMEOUT: Duration = Duration::from_millis(10);
@@ -19,7 +19,7 @@ impl Driver {
             return false;
         }
         self.buffer.len() >= self.cfg.batch_actions
-            || self.buffer_bytes >= self.cfg.batch_bytes
+            || self.buffer_bytes >= self.batch_bytes
             || self.flushing()
             || self
                 .buffer_since
@@ -56,10 +56,11 @@ impl Driver {
         );
         let mut bytes = 0usize;
         // Items with other request parameters wait for the next request (order kept).
+        let max_bytes = self.batch_bytes;
         let fits = |items: &Vec<Box<Item>>, bytes: usize, next: &Item, cfg: &Config| {
             items.first().is_none_or(|first| {
                 items.len() < cfg.batch_actions
-                    && bytes + next.len() <= cfg.batch_bytes
+                    && bytes + next.len() <= max_bytes
                     && first.params == next.params
             })
         };
@@ -103,9 +104,16 @@ impl Driver {
                 timeout = timeout.min(left.max(MIN_REQUEST_TIMEOUT));
             }
         }
+        // One attempt per send: the indexer owns the retries of a batch (by class, the
+        // §3.3 rule), so the transport does not retry it as well. The attempt gets the
+        // whole request timeout, not the client's shorter default attempt timeout, so the
+        // cluster's own 1-minute wait for a primary answers first.
+        let attempt = self.cfg.attempt_timeout.unwrap_or(timeout).min(timeout);
         let mut req = Request::post("/_bulk")
             .body_with_type(body.clone(), "application/x-ndjson")
             .timeout(timeout)
+            .attempt_timeout(attempt)
+            .max_retries(0)
             .idempotent(false);
         if self.cfg.filter_path {
             let tracked = items.iter().any(|i| i.tracker.is_some());
@@ -120,9 +128,6 @@ impl Driver {
             for (k, v) in params {
                 req = req.query(k, v);
             }
-        }
-        if let Some(t) = self.cfg.attempt_timeout {
-            req = req.attempt_timeout(t);
         }
         let client = self.client.clone();
         let expected = items.len();

@@ -75,6 +75,7 @@ impl Driver {
         let Some(InFlight { items, epoch, body }) = self.in_flight.remove(&id) else {
             return;
         };
+        let sent_bytes = body.len();
         self.bodies.give_back(body, self.in_flight.len());
         let outcome = outcome.unwrap_or_else(|e| Outcome::Failed {
             class: Some(RetryClass::Connection),
@@ -95,6 +96,11 @@ impl Driver {
             Outcome::Items(results) => {
                 self.shared.counters.request_done(None);
                 (self.on_items(items, results, now), true)
+            }
+            Outcome::TooLarge(reason) => {
+                self.shared.counters.request_done(Some("too_large"));
+                self.split_too_large(items, sent_bytes, reason);
+                (false, false)
             }
             Outcome::Failed {
                 class,
@@ -137,6 +143,44 @@ impl Driver {
                 throttled,
                 "bulk concurrency limit changed"
             );
+        }
+    }
+
+    /// A request refused with 413 (the cluster's `http.max_content_length`): nothing of it
+    /// was applied, and its items are not at fault. The request size is halved below what
+    /// was sent — for the indexer's life: the cluster's limit is a setting, it does not
+    /// pass — and the items go back to the front of the retry queue, in order, at once (no
+    /// delay: the cluster is not busy, the request was too big). Only a single action
+    /// larger than the limit is a dead letter: no request can carry it.
+    fn split_too_large(&mut self, items: Vec<Box<Item>>, sent: usize, reason: FailureReason) {
+        if items.len() > 1 {
+            let before = self.batch_bytes;
+            self.batch_bytes = self.batch_bytes.min(sent / 2).max(1);
+            tracing::warn!(
+                sent_bytes = sent,
+                items = items.len(),
+                batch_bytes = self.batch_bytes,
+                was = before,
+                "the cluster refused a bulk request as too large (413, http.max_content_length); its items are sent again in smaller requests"
+            );
+            for mut it in items.into_iter().rev() {
+                it.own_source();
+                self.ready.push_front(it);
+            }
+            return;
+        }
+        for it in items {
+            let mut reason = reason.clone();
+            reason.reason = format!(
+                "this one action ({} bytes) is larger than the cluster accepts in a request (http.max_content_length); {}",
+                it.len(),
+                reason.reason
+            );
+            let how = GiveUp::Failed {
+                whole_request: true,
+                error: None,
+            };
+            self.give_up(it, reason, how);
         }
     }
 
@@ -239,24 +283,31 @@ impl Driver {
             if indices.len() < 8 && !indices.iter().any(|i| i == idx) {
                 indices.push(idx.to_owned());
             }
-            let n = it.retries[class.index()] + 1;
-            let past_deadline = |delay: Duration| match (self.cfg.item_deadline, it.added) {
-                (Some(limit), Some(added)) => now + delay > added + limit,
-                _ => false,
+            let n = it.retries[class.index()].saturating_add(1);
+            let deadline = match (self.cfg.item_deadline, it.added) {
+                (Some(limit), Some(added)) => Some(added + limit),
+                _ => None,
             };
-            match self.cfg.retry.delay(class, n, retry_after, &mut self.rng) {
-                // The retry would start after the item's deadline: give up now.
-                Some(delay) if past_deadline(delay) => late.push((it, reason)),
-                Some(delay) => {
-                    it.own_source();
-                    it.retries[class.index()] = n;
-                    attempt = attempt.max(n);
-                    first_delay.get_or_insert(delay);
-                    scheduled += 1;
-                    self.delayed.entry(now + delay).or_default().push(it);
-                }
-                None => exhausted.push((it, reason)),
+            // Past the class's count, an item is handed on when something takes it (the
+            // retry sink, a tracked item's caller) or when there is no deadline to end it;
+            // otherwise it is retried on until its deadline.
+            let handed_on = self.retry_sink.is_some() || it.tracker.is_some() || deadline.is_none();
+            if !self.cfg.retry.within_count(class, n) && handed_on {
+                exhausted.push((it, reason));
+                continue;
             }
+            let delay = self.cfg.retry.delay(class, n, retry_after, &mut self.rng);
+            if deadline.is_some_and(|end| now + delay > end) {
+                // The retry would start after the item's deadline: give up now.
+                late.push((it, reason));
+                continue;
+            }
+            it.own_source();
+            it.retries[class.index()] = n;
+            attempt = attempt.max(n);
+            first_delay.get_or_insert(delay);
+            scheduled += 1;
+            self.delayed.entry(now + delay).or_default().push(it);
         }
         if scheduled > 0 {
             self.shared.counters.retried(class, scheduled);

@@ -124,13 +124,16 @@ pub struct IngestArgs {
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..), help = format!("Bulk requests in flight at most (lowered on 429) [default: {}]", d::MAX_CONCURRENCY))]
     pub concurrency: Option<u64>,
 
-    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = format!("Deadline of one bulk request, every attempt included [default: {}]", format_duration(d::REQUEST_TIMEOUT)))]
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = format!("Time limit of one bulk request (one attempt; the indexer retries) [default: {}]", format_duration(d::REQUEST_TIMEOUT)))]
     pub timeout: Option<Duration>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, help = item_deadline_help())]
+    pub item_deadline: Option<Duration>,
 
     #[arg(
         long,
         value_name = "N",
-        help = format!("Retries of a throttled (429) item [default: {}, reference 004 §3.3]", d::THROTTLED.max_retries)
+        help = format!("Retries of a throttled (429) item before it is queued (with a queue; without one it is retried on until --item-deadline) [default: {}, reference 004 §3.3]", d::THROTTLED.max_retries)
     )]
     pub throttle_retries: Option<u32>,
 
@@ -274,4 +277,11 @@ mod tests {
         assert!(parse_bytes("5GB").is_err());
         assert!(parse_bytes("x").is_err());
     }
+}
+
+fn item_deadline_help() -> String {
+    format!(
+        "A retryable item (429, 503, reset, timeout, no node) is retried for up to DUR after it was read — past its class's retries at the capped delay — and only then is a dead letter; documents the cluster refuses for good are dead letters at once. With a queue, --queue-after takes its place [default: {}]",
+        d::ITEM_DEADLINE.map_or_else(|| "none".to_string(), format_duration)
+    )
 }

@@ -46,7 +46,8 @@ pub(super) async fn drain(
             ..Default::default()
         })
     } else {
-        crate::queue::deliver_with(queue, client, builder, Some(Instant::now() + timeout)).await
+        crate::queue::deliver_with(queue, client, builder, Some(Instant::now() + timeout), None)
+            .await
     };
     if let Err(e) = queue.release().await {
         output::error_message(format!("cannot release the queue's leases: {e}"));

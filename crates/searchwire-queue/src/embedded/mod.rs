@@ -309,7 +309,19 @@ impl EmbeddedQueue {
         error: &str,
     ) -> Result<Rescheduled> {
         let (id, token, error, now) = (lease.id(), lease.token, error.to_owned(), self.now());
-        self.write(move |t| t.reschedule(id, token, retry_at, &error, now))
+        self.write(move |t| t.reschedule(id, token, retry_at, &error, now, true))
+            .await
+    }
+
+    /// See [`Queue::defer`](crate::Queue::defer).
+    pub async fn defer(
+        &self,
+        lease: &Lease,
+        retry_at: Timestamp,
+        error: &str,
+    ) -> Result<Rescheduled> {
+        let (id, token, error, now) = (lease.id(), lease.token, error.to_owned(), self.now());
+        self.write(move |t| t.reschedule(id, token, retry_at, &error, now, false))
             .await
     }
 

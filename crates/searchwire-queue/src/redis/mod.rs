@@ -439,10 +439,36 @@ impl RedisQueue {
         retry_at: Timestamp,
         error: &str,
     ) -> Result<Rescheduled> {
+        self.put_back(lease, retry_at, error, true).await
+    }
+
+    /// See [`Queue::defer`](crate::Queue::defer).
+    pub async fn defer(
+        &self,
+        lease: &Lease,
+        retry_at: Timestamp,
+        error: &str,
+    ) -> Result<Rescheduled> {
+        self.put_back(lease, retry_at, error, false).await
+    }
+
+    /// A reschedule (`counted`: one more attempt, a dead letter past `max_retries`) or a
+    /// deferral (attempts kept, never a dead letter).
+    async fn put_back(
+        &self,
+        lease: &Lease,
+        retry_at: Timestamp,
+        error: &str,
+        counted: bool,
+    ) -> Result<Rescheduled> {
         let now = self.now();
         let mut m = lease.message.clone();
-        let attempts = m.attempts.saturating_add(1);
-        if crate::exhausted(attempts, m.max_retries) {
+        let attempts = if counted {
+            m.attempts.saturating_add(1)
+        } else {
+            m.attempts
+        };
+        if counted && crate::exhausted(attempts, m.max_retries) {
             m.attempts = attempts;
             return Ok(if self.kill(lease, m, error, now).await? {
                 Rescheduled::DeadLettered

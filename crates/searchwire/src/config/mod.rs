@@ -285,7 +285,8 @@ impl ClientBuilder {
 
     /// The attempt timeout (default 30 s): bounds each round trip including reading the
     /// body; every retry gets a fresh one. The `SEARCHWIRE_ATTEMPT_TIMEOUT` environment
-    /// variable overrides it (`SEARCHWIRE_REQUEST_TIMEOUT`, its deprecated old name, too).
+    /// variable overrides it (`SEARCHWIRE_REQUEST_TIMEOUT`, its deprecated old name, too,
+    /// and then opensearch-go's `OPENSEARCH_GO_REQUEST_TIMEOUT`, read as an alias).
     pub fn attempt_timeout(mut self, timeout: Duration) -> ClientBuilder {
         self.attempt_timeout = Some(timeout);
         self
@@ -362,7 +363,8 @@ impl ClientBuilder {
         self
     }
 
-    /// Whether to read `SEARCHWIRE_REQUEST_TIMEOUT` at build (default: yes).
+    /// Whether to read the attempt-timeout environment variables at build (default: yes):
+    /// `SEARCHWIRE_ATTEMPT_TIMEOUT`, `SEARCHWIRE_REQUEST_TIMEOUT`, `OPENSEARCH_GO_REQUEST_TIMEOUT`.
     pub fn read_environment(mut self, yes: bool) -> ClientBuilder {
         self.read_env = yes;
         self

@@ -29,6 +29,8 @@ pub struct Request {
     pub(crate) attempt_timeout: Option<Duration>,
     pub(crate) deadline: Option<Deadline>,
     pub(crate) idempotent: Option<bool>,
+    /// The most retries the transport makes for this request (`None`: the client's rules).
+    pub(crate) max_retries: Option<u32>,
     pub(crate) error: Option<String>,
 }
 
@@ -47,6 +49,7 @@ impl std::fmt::Debug for Request {
             .field("attempt_timeout", &self.attempt_timeout)
             .field("deadline", &self.deadline)
             .field("idempotent", &self.idempotent)
+            .field("max_retries", &self.max_retries)
             .finish()
     }
 }
@@ -97,6 +100,7 @@ impl Request {
             attempt_timeout: None,
             deadline: None,
             idempotent: None,
+            max_retries: None,
             error: None,
         }
     }
@@ -227,6 +231,16 @@ impl Request {
     /// endpoints (`_search`, `_count`, `_msearch`, `_mget`, ...).
     pub fn idempotent(mut self, yes: bool) -> Request {
         self.idempotent = Some(yes);
+        self
+    }
+
+    /// At most `n` retries of this request by the transport, whatever the outcome: it
+    /// replaces the client's `max_retries` and every class rule's limit for this request
+    /// (the budget, breaker and deadline still apply). `max_retries(0)` makes each
+    /// [`Client::send`](crate::Client::send) one attempt — for a caller that owns the
+    /// retries itself, as the bulk indexer does, so a batch is not retried by two layers.
+    pub fn max_retries(mut self, n: u32) -> Request {
+        self.max_retries = Some(n);
         self
     }
 

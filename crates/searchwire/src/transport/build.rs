@@ -11,24 +11,11 @@ use crate::transport::client::Client;
 impl ClientBuilder {
     /// Validates the configuration and builds the client.
     pub fn build(self) -> Result<Client, Error> {
-        let mut env = None;
-        if self.read_env {
-            // The new name first; the deprecated old one still works for one release.
-            for name in [defaults::ATTEMPT_TIMEOUT_ENV, defaults::REQUEST_TIMEOUT_ENV] {
-                match std::env::var(name) {
-                    Ok(v) => {
-                        env = timeout_override_from(name, Some(&v))?;
-                        break;
-                    }
-                    Err(std::env::VarError::NotPresent) => {}
-                    Err(std::env::VarError::NotUnicode(_)) => {
-                        return Err(Error::config(format!(
-                            "environment variable {name} is not valid UTF-8"
-                        )))
-                    }
-                }
-            }
-        }
+        let env = if self.read_env {
+            env_timeout_override(|name| std::env::var(name))?
+        } else {
+            None
+        };
         self.build_with_override(env)
     }
 
@@ -50,5 +37,93 @@ impl ClientBuilder {
     ) -> Result<Client, Error> {
         let (b, addrs, headers, _roots) = self.prepare(env)?;
         Ok(Client::with_connector(b, addrs, headers, connector))
+    }
+}
+
+/// The attempt-timeout override from the environment, read through `var`: the first of
+/// `SEARCHWIRE_ATTEMPT_TIMEOUT`, `SEARCHWIRE_REQUEST_TIMEOUT` (its deprecated old name) and
+/// `OPENSEARCH_GO_REQUEST_TIMEOUT` that is set wins. opensearch-go's variable names the same
+/// per-attempt bound (reference 000: "`RequestTimeout` ... per-attempt ... can also be set
+/// via `OPENSEARCH_GO_REQUEST_TIMEOUT`", in the same formats), so a deployment configured
+/// for that client keeps its timeout; a `SEARCHWIRE_*` value, the more specific statement,
+/// overrides it.
+pub(crate) fn env_timeout_override(
+    var: impl Fn(&str) -> Result<String, std::env::VarError>,
+) -> Result<Option<Option<Duration>>, Error> {
+    for name in [
+        defaults::ATTEMPT_TIMEOUT_ENV,
+        defaults::REQUEST_TIMEOUT_ENV,
+        defaults::OPENSEARCH_GO_TIMEOUT_ENV,
+    ] {
+        match var(name) {
+            Ok(v) => return timeout_override_from(name, Some(&v)),
+            Err(std::env::VarError::NotPresent) => {}
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(Error::config(format!(
+                    "environment variable {name} is not valid UTF-8"
+                )))
+            }
+        }
+    }
+    Ok(None)
+}
+
+#[cfg(test)]
+mod env_tests {
+    use super::*;
+
+    fn read(vars: &[(&str, &str)]) -> Result<Option<Option<Duration>>, Error> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        env_timeout_override(|name| {
+            vars.iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.clone())
+                .ok_or(std::env::VarError::NotPresent)
+        })
+    }
+
+    #[test]
+    fn opensearch_go_request_timeout_is_read_as_an_alias_after_the_searchwire_names() {
+        let secs = |n| Ok(Some(Some(Duration::from_secs(n))));
+        assert_eq!(read(&[]).unwrap(), None);
+        // opensearch-go's formats: a Go duration, integer seconds, fractional seconds.
+        assert_eq!(
+            read(&[("OPENSEARCH_GO_REQUEST_TIMEOUT", "5m")]).map_err(|e| e.to_string()),
+            secs(300)
+        );
+        assert_eq!(
+            read(&[("OPENSEARCH_GO_REQUEST_TIMEOUT", "45")]).map_err(|e| e.to_string()),
+            secs(45)
+        );
+        assert_eq!(
+            read(&[("OPENSEARCH_GO_REQUEST_TIMEOUT", "1.5")]).unwrap(),
+            Some(Some(Duration::from_millis(1500)))
+        );
+        assert_eq!(
+            read(&[("OPENSEARCH_GO_REQUEST_TIMEOUT", "0")]).unwrap(),
+            Some(None)
+        );
+        // The searchwire names win, new name first.
+        let both = [
+            ("OPENSEARCH_GO_REQUEST_TIMEOUT", "5m"),
+            ("SEARCHWIRE_REQUEST_TIMEOUT", "20s"),
+        ];
+        assert_eq!(read(&both).map_err(|e| e.to_string()), secs(20));
+        let all = [
+            ("OPENSEARCH_GO_REQUEST_TIMEOUT", "5m"),
+            ("SEARCHWIRE_REQUEST_TIMEOUT", "20s"),
+            ("SEARCHWIRE_ATTEMPT_TIMEOUT", "10s"),
+        ];
+        assert_eq!(read(&all).map_err(|e| e.to_string()), secs(10));
+        // A malformed value is an error naming the variable it came from.
+        let e = read(&[("OPENSEARCH_GO_REQUEST_TIMEOUT", "soon")]).unwrap_err();
+        assert!(
+            e.to_string().contains("OPENSEARCH_GO_REQUEST_TIMEOUT"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("soon"), "{e}");
     }
 }

@@ -188,14 +188,20 @@ impl<'s, 't> Txn<'s, 't> {
         retry_at: Timestamp,
         error: &str,
         now: Timestamp,
+        counted: bool,
     ) -> Result<Rescheduled> {
         if !self.lease_is_current(id, token) {
             return Ok(Rescheduled::LeaseLost);
         }
         let (seg, slot) = self.loc(id.0)?;
         let mut m = self.message(seg, slot)?;
-        let attempts = m.attempts.saturating_add(1);
-        if crate::exhausted(attempts, m.max_retries) {
+        // A deferral (not counted) keeps the attempts and never dead-letters.
+        let attempts = if counted {
+            m.attempts.saturating_add(1)
+        } else {
+            m.attempts
+        };
+        if counted && crate::exhausted(attempts, m.max_retries) {
             m.attempts = attempts;
             self.kill(m, error, now)?;
             return Ok(Rescheduled::DeadLettered);

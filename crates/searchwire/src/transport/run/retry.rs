@@ -243,9 +243,14 @@ fn plan_retry<'a>(
         .iter()
         .find(|(k, _)| *k == result.kind)
         .map_or(0, |(_, n)| *n);
-    let (retries_done, retry_limit) = match inner.class_backoff.rule_for(result.kind) {
-        Some(r) => (class_done, r.max_retries),
-        None => (number - 1, inner.retry.max_retries),
+    let (retries_done, retry_limit) = match (
+        request.max_retries,
+        inner.class_backoff.rule_for(result.kind),
+    ) {
+        // The request's own limit counts every retry it made.
+        (Some(n), _) => (number - 1, n),
+        (None, Some(r)) => (class_done, r.max_retries),
+        (None, None) => (number - 1, inner.retry.max_retries),
     };
     let now = Instant::now();
     let (gate, probe) = match admit(inner, now) {
