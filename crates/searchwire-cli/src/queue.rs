@@ -57,7 +57,7 @@ pub struct DeliverArgs {
     /// A message failing retryably (throttled, unavailable, no connection) is retried —
     /// past its max_retries without counting — until it is this old, and only then is a
     /// dead letter [default: 24h].
-    #[arg(long, value_name = "DUR", value_parser = crate::ingest::parse_positive_duration)]
+    #[arg(long, value_name = "DUR", value_parser = crate::durations::parse_positive_duration)]
     pub item_deadline: Option<std::time::Duration>,
 }
 
