@@ -1,4 +1,5 @@
-//! searchwire's bulk paths against the three real Elasticsearch nodes (8.19 or 9.x) `scripts/test`
+//! searchwire's bulk paths against the three real Elasticsearch nodes (8.19 or 9.x)
+//! `scripts/test`
 //! starts (`scripts/cluster --engine elasticsearch`, tiny write pools, so real
 //! `es_rejected_execution_exception` 429s happen):
 //!
@@ -38,13 +39,18 @@ const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/clients/es_helpers_bulk.py"
 );
-/// The client the test installs for a cluster of `major`: the release of that major the
-/// official client line is at (the client sends `compatible-with=<its major>`).
+/// The pinned client of each major (`requirements-es8.txt`, `requirements-es9.txt`, which
+/// `scripts/test` installs from too): the release of that major the official client line
+/// is at (the client sends `compatible-with=<its major>`).
 fn client_requirement(major: u32) -> &'static str {
-    match major {
-        8 => "elasticsearch==8.19.3",
-        _ => "elasticsearch==9.5.1",
-    }
+    let file = match major {
+        8 => include_str!("clients/requirements-es8.txt"),
+        _ => include_str!("clients/requirements-es9.txt"),
+    };
+    file.lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("elasticsearch=="))
+        .unwrap_or("elasticsearch")
 }
 
 fn runtime() -> tokio::runtime::Runtime {
