@@ -1,7 +1,6 @@
 //! searchwire's bulk paths against the three real Elasticsearch nodes (8.19 or 9.x)
-//! `scripts/test`
-//! starts (`scripts/cluster --engine elasticsearch`, tiny write pools, so real
-//! `es_rejected_execution_exception` 429s happen):
+//! `scripts/test` starts (`scripts/cluster --engine elasticsearch`, tiny write pools, so
+//! real `es_rejected_execution_exception` 429s happen):
 //!
 //! - `searchwire ingest` lands exactly the input (count and ids), no dead letters, through
 //!   real rejections;

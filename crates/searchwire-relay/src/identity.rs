@@ -326,7 +326,9 @@ pub(crate) fn media_type(headers: &HeaderMap, accepted: Compatible) -> Result<Me
                 continue;
             };
             let Some(n) = version.parse::<u32>().ok().filter(|n| accepted.accepts(*n)) else {
-                return Err(media_type_error(&version_refused(label, v, &version, accepted)));
+                return Err(media_type_error(&version_refused(
+                    label, v, &version, accepted,
+                )));
             };
             let header = format!("{label}={v}");
             match &asked {
@@ -440,13 +442,18 @@ mod tests {
     }
 
     fn cause(e: &Value) -> &str {
-        e["error"]["caused_by"]["reason"].as_str().unwrap_or_default()
+        e["error"]["caused_by"]["reason"]
+            .as_str()
+            .unwrap_or_default()
     }
 
     #[test]
     fn versioned_media_types_are_read() {
         let any = Compatible::fronting(None);
-        assert_eq!(media_type(&HeaderMap::new(), any).unwrap(), MediaType::Plain);
+        assert_eq!(
+            media_type(&HeaderMap::new(), any).unwrap(),
+            MediaType::Plain
+        );
         let plain = headers(&[("Content-Type", "application/x-ndjson")]);
         assert_eq!(media_type(&plain, any).unwrap(), MediaType::Plain);
         let es = |v: u32| {
@@ -503,7 +510,10 @@ mod tests {
         );
         // 7 in front of 8.x: refused with the reason.
         let e = media_type(&seven, eight).unwrap_err();
-        assert!(cause(&e).contains("does not answer in the Elasticsearch 7 format"), "{e}");
+        assert!(
+            cause(&e).contains("does not answer in the Elasticsearch 7 format"),
+            "{e}"
+        );
         let ct = headers(&[(
             "Content-Type",
             "application/vnd.elasticsearch+x-ndjson; compatible-with=10",

@@ -1127,7 +1127,11 @@ async fn an_elasticsearch_cluster_is_presented_as_elasticsearch_on_every_respons
          Accept=application/vnd.elasticsearch+json; compatible-with=9",
         "{v}"
     );
-    assert_eq!(s.bulk.count("logs"), 1, "the refused requests wrote nothing");
+    assert_eq!(
+        s.bulk.count("logs"),
+        1,
+        "the refused requests wrote nothing"
+    );
     s.shutdown().await;
 }
 
@@ -1163,7 +1167,10 @@ async fn in_front_of_elasticsearch_9_compatible_with_9_and_8_are_answered_in_kin
             http_with_head(s.addr, "POST", "/logs/_bulk", &types, body.as_bytes()).await;
         assert_eq!(status, 200, "{text}");
         let v: Value = serde_json::from_str(&text).unwrap();
-        assert!(item(&v, 0)["status"].as_u64().is_some_and(|st| st < 300), "{v}");
+        assert!(
+            item(&v, 0)["status"].as_u64().is_some_and(|st| st < 300),
+            "{v}"
+        );
         assert!(
             head.contains(&format!(
                 "content-type: application/vnd.elasticsearch+json;compatible-with={major}"
@@ -1185,8 +1192,7 @@ async fn in_front_of_elasticsearch_9_compatible_with_9_and_8_are_answered_in_kin
     assert_eq!(v["status"], 400, "{v}");
     assert_eq!(v["error"]["type"], "media_type_header_exception", "{v}");
     assert_eq!(
-        v["error"]["reason"],
-        "Invalid media-type value on headers [Content-Type, Accept]",
+        v["error"]["reason"], "Invalid media-type value on headers [Content-Type, Accept]",
         "{v}"
     );
     assert_eq!(v["error"]["caused_by"]["type"], "status_exception", "{v}");

@@ -173,7 +173,10 @@ fn compatible_with_media_types_pass_through() {
             let resp = client
                 .send(Request::get("/").header(
                     "accept",
-                    &format!("application/vnd.elasticsearch+json; compatible-with={}", major + 1),
+                    &format!(
+                        "application/vnd.elasticsearch+json; compatible-with={}",
+                        major + 1
+                    ),
                 ))
                 .await;
             let status = match &resp {
@@ -204,7 +207,12 @@ async fn compatible_bulk_and_search(client: &searchwire::Client, with: u32) {
         )
         .await
         .unwrap();
-    assert_eq!(resp.status(), 200, "compatible-with={with}: {}", resp.text());
+    assert_eq!(
+        resp.status(),
+        200,
+        "compatible-with={with}: {}",
+        resp.text()
+    );
     let content_type = resp
         .headers()
         .get("content-type")
