@@ -32,7 +32,8 @@ SEARCHWIRE_TEST_REDIS="$redis_url" "$bin" "${args[@]}"
 
 echo
 echo "## three real OpenSearch nodes"
-scripts/cluster build
-urls="$(scripts/cluster start 3 | paste -sd, -)"
+# The published relay figures are 2.19.6's: pinned (the harness default is 3.x).
+scripts/cluster --version 2.19 build
+urls="$(scripts/cluster --version 2.19 start 3 | paste -sd, -)"
 cluster_started=1
 SEARCHWIRE_BENCH_URLS="$urls" SEARCHWIRE_TEST_REDIS="$redis_url" "$bin" "${args[@]}"

@@ -34,8 +34,8 @@ arrival) and dead-letters what the cluster refuses for good (see `searchwire que
 Health: GET /health/retry-queue (200 ready; 503 over --backlog-threshold or draining), \
 GET /health/live, GET /metrics. Neither health path needs credentials.
 GET / answers as the fronted cluster (--present-as): its own GET / and, for Elasticsearch, \
-X-Elastic-Product: Elasticsearch on every response and the compatible-with=8 media types of \
-the official clients.
+X-Elastic-Product: Elasticsearch on every response and the compatible-with media types of \
+the official clients (9 and 8 in front of 9.x, 8 in front of 8.x).
 SIGTERM/SIGINT: readiness 503 and new _bulk requests 503 for --drain-grace, then stop \
 accepting, answer requests in flight, finish the delivery cycle within --drain-timeout, \
 release leased messages, exit 0. A second signal exits 130 at \

@@ -1,11 +1,13 @@
-//! searchwire's bulk paths against the three real Elasticsearch 8.19 nodes `scripts/test`
-//! starts (`scripts/cluster --engine elasticsearch`, tiny write pools, so real
-//! `es_rejected_execution_exception` 429s happen):
+//! searchwire's bulk paths against the three real Elasticsearch nodes (8.19 or 9.x)
+//! `scripts/test` starts (`scripts/cluster --engine elasticsearch`, tiny write pools, so
+//! real `es_rejected_execution_exception` 429s happen):
 //!
 //! - `searchwire ingest` lands exactly the input (count and ids), no dead letters, through
 //!   real rejections;
-//! - the official Elasticsearch Python client (`elasticsearch` 8.x from PyPI, in a venv this
-//!   test creates under the target directory) starts against `searchwire relay` — it refuses
+//! - the official Elasticsearch Python client of the cluster's major (`elasticsearch` 8.x or
+//!   9.x from PyPI, pinned; in the venv `scripts/test` makes and names in
+//!   `SEARCHWIRE_ES_PYTHON`, else in one this test creates under the target directory) starts
+//!   against `searchwire relay`, unmodified — it refuses
 //!   any answer without `X-Elastic-Product: Elasticsearch` — and its `helpers.streaming_bulk`
 //!   sends documents through the relay; every one is in the index exactly once after the
 //!   relay drained its queue.
@@ -36,8 +38,19 @@ const SCRIPT: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/clients/es_helpers_bulk.py"
 );
-/// The client line the test installs: the 8.x major the cluster speaks.
-const CLIENT_REQUIREMENT: &str = "elasticsearch>=8.14,<9";
+/// The pinned client of each major (`requirements-es8.txt`, `requirements-es9.txt`, which
+/// `scripts/test` installs from too): the release of that major the official client line
+/// is at (the client sends `compatible-with=<its major>`).
+fn client_requirement(major: u32) -> &'static str {
+    let file = match major {
+        8 => include_str!("clients/requirements-es8.txt"),
+        _ => include_str!("clients/requirements-es9.txt"),
+    };
+    file.lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("elasticsearch=="))
+        .unwrap_or("elasticsearch")
+}
 
 fn runtime() -> tokio::runtime::Runtime {
     real_support::runtime()
@@ -74,19 +87,36 @@ fn ingest_lands_exactly_the_input_on_elasticsearch_through_real_rejections() {
     });
 }
 
-/// A venv with the official client, created once per target directory; `None` (skip) when
-/// Python or PyPI is not available and the Elasticsearch suite is not required.
-fn python_client() -> Option<PathBuf> {
+/// A Python with the official client of `major`: `SEARCHWIRE_ES_PYTHON` when set (the venv
+/// `scripts/test` makes), else a venv created once per target directory and major; `None`
+/// (skip) when Python or PyPI is not available and the Elasticsearch suite is not required.
+/// Either way the installed client must be the pinned one.
+fn python_client(major: u32) -> Option<PathBuf> {
     let required = std::env::var(ELASTICSEARCH.require_var).is_ok_and(|v| v.trim() == "1");
-    let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("es-py-venv");
-    let python = venv.join("bin").join("python");
-    let has_client = || {
-        Command::new(&python)
-            .args(["-c", "import elasticsearch, sys; sys.exit(elasticsearch.__versionstr__.split('.')[0] != '8')"])
+    let requirement = client_requirement(major);
+    let pinned = requirement.trim_start_matches("elasticsearch==");
+    let has_client = |python: &PathBuf| {
+        Command::new(python)
+            .args([
+                "-c",
+                "import elasticsearch, sys; sys.exit(elasticsearch.__versionstr__ != sys.argv[1])",
+                pinned,
+            ])
             .status()
             .is_ok_and(|s| s.success())
     };
-    if has_client() {
+    if let Ok(given) = std::env::var("SEARCHWIRE_ES_PYTHON") {
+        let python = PathBuf::from(given.trim());
+        assert!(
+            has_client(&python),
+            "SEARCHWIRE_ES_PYTHON={} has no {requirement} (scripts/test installs it)",
+            python.display()
+        );
+        return Some(python);
+    }
+    let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("es-py-venv-{major}"));
+    let python = venv.join("bin").join("python");
+    if has_client(&python) {
         return Some(python);
     }
     let made = Command::new("python3")
@@ -95,15 +125,15 @@ fn python_client() -> Option<PathBuf> {
         .status()
         .is_ok_and(|s| s.success())
         && Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", CLIENT_REQUIREMENT])
+            .args(["-m", "pip", "install", "--quiet", requirement])
             .status()
             .is_ok_and(|s| s.success());
-    if made && has_client() {
+    if made && has_client(&python) {
         return Some(python);
     }
     assert!(
         !required,
-        "{}=1 but the venv with {CLIENT_REQUIREMENT} could not be made in {}",
+        "{}=1 but the venv with {requirement} could not be made in {}",
         ELASTICSEARCH.require_var,
         venv.display()
     );
@@ -117,7 +147,8 @@ fn the_official_python_client_bulks_through_the_relay_and_every_document_lands_o
     let Some(urls) = ELASTICSEARCH.urls(test) else {
         return;
     };
-    let Some(python) = python_client() else {
+    let expected = ELASTICSEARCH.expected_version();
+    let Some(python) = python_client(ELASTICSEARCH.major()) else {
         return;
     };
     runtime().block_on(async {
@@ -151,12 +182,15 @@ fn the_official_python_client_bulks_through_the_relay_and_every_document_lands_o
         assert_eq!(s["ping"], true);
         assert_eq!(s["info"]["name"], "searchwire-relay", "{s}");
         assert_eq!(s["info"]["version"]["build_flavor"], "default", "{s}");
-        assert!(
-            s["info"]["version"]["number"]
-                .as_str()
-                .unwrap()
-                .starts_with("8.19."),
+        assert_eq!(
+            s["info"]["version"]["number"], expected,
             "the cluster's own version: {s}"
+        );
+        let client_major = s["client"].as_str().unwrap_or("").split('.').next();
+        assert_eq!(
+            client_major,
+            Some(ELASTICSEARCH.major().to_string().as_str()),
+            "the client of the cluster's major: {s}"
         );
         assert_eq!(s["error_count"], 0, "{s}");
         assert_eq!(s["ok"], CLIENT_DOCS, "{s}");

@@ -24,8 +24,10 @@
 //!   `GET /health/live`, `GET /metrics`.
 //! - **Presents itself** ([`identity`]) as the product it fronts: the cluster's own `GET /`
 //!   (name `searchwire-relay`), `X-Elastic-Product: Elasticsearch` on every response when
-//!   that is Elasticsearch, and the `compatible-with=8` media types of the Elasticsearch
-//!   clients ([`PresentAs`], learned from the cluster by default).
+//!   that is Elasticsearch, and the `compatible-with` media types of the Elasticsearch
+//!   clients, as the fronted major takes them (9 and 8 in front of 9.x, 8 in front of 8.x;
+//!   another is refused with Elasticsearch's own 400) ([`PresentAs`], learned from the
+//!   cluster by default).
 //! - **Shutdown** ([`Relay::run`]): readiness goes 503 and, for [`config::DRAIN_GRACE`],
 //!   new `_bulk` requests are answered 503 (retry elsewhere), then the listener closes, requests in
 //!   flight are answered, the delivery loop gets [`config::DRAIN_TIMEOUT`] to finish its cycle,

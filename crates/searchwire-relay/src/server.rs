@@ -24,14 +24,10 @@ pub const PRIORITY_HEADER: &str = "x-searchwire-priority";
 pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
-    let (answer, media) = match identity::media_type(req.headers()) {
+    let (answer, media) = match identity::media_type(req.headers(), shared.compatible()) {
         Ok(media) => (route(&shared, req).await, media),
-        Err(reason) => (
-            Answer::error(
-                StatusCode::BAD_REQUEST,
-                "media_type_header_exception",
-                &reason,
-            ),
+        Err(refused) => (
+            Answer::json(StatusCode::BAD_REQUEST, &refused),
             MediaType::Plain,
         ),
     };

@@ -1106,7 +1106,102 @@ async fn an_elasticsearch_cluster_is_presented_as_elasticsearch_on_every_respons
     assert_eq!(status, 400, "{text}");
     assert!(text.contains("media_type_header_exception"), "{text}");
     assert!(text.contains("compatible-with=7"), "{text}");
-    assert_eq!(s.bulk.count("logs"), 1, "the refused request wrote nothing");
+    // A 9.x client in front of 8.x: refused with Elasticsearch 8's own sentence.
+    let nine = [
+        (
+            "Accept",
+            "application/vnd.elasticsearch+json; compatible-with=9",
+        ),
+        (
+            "Content-Type",
+            "application/vnd.elasticsearch+x-ndjson; compatible-with=9",
+        ),
+    ];
+    let (status, text) = http(s.addr, "POST", "/logs/_bulk", &nine, body.as_bytes()).await;
+    assert_eq!(status, 400, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["error"]["type"], "media_type_header_exception", "{v}");
+    assert_eq!(
+        v["error"]["caused_by"]["reason"],
+        "Accept version must be either version 8 or 7, but found 9. \
+         Accept=application/vnd.elasticsearch+json; compatible-with=9",
+        "{v}"
+    );
+    assert_eq!(
+        s.bulk.count("logs"),
+        1,
+        "the refused requests wrote nothing"
+    );
+    s.shutdown().await;
+}
+
+/// The fake node answers `GET /` as Elasticsearch 9 does.
+fn answer_as_elasticsearch_9(cluster: &FakeCluster) {
+    let mut root = elasticsearch_root();
+    root["version"]["number"] = "9.5.3".into();
+    root["version"]["minimum_wire_compatibility_version"] = "8.19.0".into();
+    cluster.node(0).on(
+        Match::MethodPath("GET".into(), "/".into()),
+        Behavior::json(200, root).with_header("X-Elastic-Product", "Elasticsearch"),
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_front_of_elasticsearch_9_compatible_with_9_and_8_are_answered_in_kind() {
+    let s = start_on(test_config(), plain_client, async |c| {
+        answer_as_elasticsearch_9(c)
+    })
+    .await;
+    let (status, _, body) = http_with_head(s.addr, "GET", "/", &[], b"").await;
+    assert_eq!(status, 200);
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["version"]["number"], "9.5.3", "{v}");
+
+    // What the official 9.x clients send, then the 8.x clients: Elasticsearch 9 takes both.
+    for (n, major) in [(1, 9), (2, 8)] {
+        let body = format!("{{\"index\":{{\"_id\":\"{n}\"}}}}\n{{\"n\":{n}}}\n");
+        let accept = format!("application/vnd.elasticsearch+json; compatible-with={major}");
+        let ct = format!("application/vnd.elasticsearch+x-ndjson; compatible-with={major}");
+        let types = [("Accept", accept.as_str()), ("Content-Type", ct.as_str())];
+        let (status, head, text) =
+            http_with_head(s.addr, "POST", "/logs/_bulk", &types, body.as_bytes()).await;
+        assert_eq!(status, 200, "{text}");
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert!(
+            item(&v, 0)["status"].as_u64().is_some_and(|st| st < 300),
+            "{v}"
+        );
+        assert!(
+            head.contains(&format!(
+                "content-type: application/vnd.elasticsearch+json;compatible-with={major}"
+            )),
+            "{head}"
+        );
+        assert!(head.contains("x-elastic-product: elasticsearch"), "{head}");
+        assert_eq!(s.bulk.count("logs"), n);
+    }
+
+    // 7 is refused with Elasticsearch 9's own answer, word for word.
+    let seven = [(
+        "Accept",
+        "application/vnd.elasticsearch+json; compatible-with=7",
+    )];
+    let (status, text) = http(s.addr, "GET", "/", &seven, b"").await;
+    assert_eq!(status, 400, "{text}");
+    let v: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(v["status"], 400, "{v}");
+    assert_eq!(v["error"]["type"], "media_type_header_exception", "{v}");
+    assert_eq!(
+        v["error"]["reason"], "Invalid media-type value on headers [Content-Type, Accept]",
+        "{v}"
+    );
+    assert_eq!(v["error"]["caused_by"]["type"], "status_exception", "{v}");
+    assert_eq!(
+        v["error"]["caused_by"]["reason"],
+        "Accept version must be either version 9 or 8, but found 7. \
+         Accept=application/vnd.elasticsearch+json; compatible-with=7",
+        "{v}"
+    );
     s.shutdown().await;
 }
 

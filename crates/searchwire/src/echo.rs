@@ -42,7 +42,7 @@ pub fn echo(value: &str) -> String {
 /// [`echo`] without the quotes, for text a message shows as it is and that holds no
 /// control characters (a request's method, which is an HTTP token, and its path, which
 /// is checked before sending).
-pub(crate) fn cut(text: &str) -> std::borrow::Cow<'_, str> {
+pub fn cut(text: &str) -> std::borrow::Cow<'_, str> {
     match text.char_indices().nth(MAX_ECHO_CHARS) {
         None => std::borrow::Cow::Borrowed(text),
         Some((at, _)) => std::borrow::Cow::Owned(format!(

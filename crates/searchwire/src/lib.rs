@@ -73,7 +73,7 @@ mod transport;
 pub use classify::OutcomeKind;
 pub use config::ClientBuilder;
 pub use discovery::DiscoveryReport;
-pub use echo::{echo, MAX_ECHO_CHARS};
+pub use echo::{cut, echo, MAX_ECHO_CHARS};
 pub use health::report::{
     ClusterHealth, ClusterHealthSample, HealthReport, NodeHealthView, NodeReport,
 };

@@ -1,9 +1,9 @@
-//! The client against real Elasticsearch 8.19 nodes started by `scripts/cluster --engine
-//! elasticsearch` (see `harness/elasticsearch/README.md`): version and product detection,
+//! The client against real Elasticsearch nodes (8.19 or 9.x) started by `scripts/cluster
+//! --engine elasticsearch` (see `harness/elasticsearch/README.md`): version and product detection,
 //! the capability probe, discovery and weighting, failover when a node is killed or frozen,
 //! resurrection, and bulk items rejected by a tiny write pool with Elasticsearch's
-//! `es_rejected_execution_exception`, and the `compatible-with=8` media types of the official
-//! clients passed through unchanged. The scenarios are those of the OpenSearch suite
+//! `es_rejected_execution_exception`, and the `compatible-with` media types of the official
+//! clients (8 and, on 9.x, 9) passed through unchanged. The scenarios are those of the OpenSearch suite
 //! (`real_cluster.rs`), shared in `support/real.rs`.
 //!
 //! Expects the cluster CI starts (HTTP ports 9221-9223, beside OpenSearch's 9201-9203):
@@ -29,19 +29,16 @@ use serde_json::Value;
 use support::real::{self, run, secs, ELASTICSEARCH};
 
 #[test]
-fn root_reports_elasticsearch_8_19_with_the_product_header() {
+fn root_reports_elasticsearch_the_version_under_test_and_the_product_header() {
     run(
         &ELASTICSEARCH,
-        "root_reports_elasticsearch_8_19_with_the_product_header",
+        "root_reports_elasticsearch_the_version_under_test_and_the_product_header",
         |c| async move {
+            let expected = c.expected_version();
             for resp in real::root_on_every_node(&c).await {
                 let v: Value = resp.json().unwrap();
                 let number = v["version"]["number"].as_str().unwrap_or_default();
-                assert!(
-                    number.starts_with("8.19."),
-                    "version.number {number:?} from {}",
-                    resp.node()
-                );
+                assert_eq!(number, expected, "version.number from {}", resp.node());
                 // What sets Elasticsearch apart from OpenSearch on `GET /`.
                 assert!(v["version"].get("distribution").is_none(), "{v}");
                 assert_eq!(
@@ -68,6 +65,7 @@ fn health_detects_elasticsearch_its_version_and_the_capability() {
         "health_detects_elasticsearch_its_version_and_the_capability",
         |c| async move {
             c.preflight().await;
+            let expected = c.expected_version();
             let client = c.builder().attempt_timeout(secs(10)).build().unwrap();
             let report = client.check_all().await;
             eprintln!("  report: {report:?}");
@@ -76,8 +74,7 @@ fn health_detects_elasticsearch_its_version_and_the_capability() {
                 assert!(n.alive, "{n:?}");
                 assert!(n.error.is_none(), "{n:?}");
                 assert_eq!(n.distribution.as_deref(), Some("elasticsearch"), "{n:?}");
-                let version = n.version.as_deref().unwrap_or_default();
-                assert!(version.starts_with("8.19."), "{n:?}");
+                assert_eq!(n.version.as_deref(), Some(expected.as_str()), "{n:?}");
                 assert_eq!(n.cluster_name.as_deref(), Some("searchwire-test"), "{n:?}");
                 // The probe: `/_cluster/health?local=true` answered (no security here).
                 assert_eq!(n.capability, Capability::Available, "{n:?}");
@@ -158,58 +155,89 @@ fn bulk_items_rejected_with_es_rejected_execution_exception_are_throttling() {
 }
 
 #[test]
-fn compatible_with_8_media_types_pass_through() {
+fn compatible_with_media_types_pass_through() {
     run(
         &ELASTICSEARCH,
-        "compatible_with_8_media_types_pass_through",
+        "compatible_with_media_types_pass_through",
         |c| async move {
             c.preflight().await;
             let client = c.builder().attempt_timeout(secs(10)).build().unwrap();
-            // What the official 8.x clients send: a versioned media type on both sides.
-            const JSON: &str = "application/vnd.elasticsearch+json; compatible-with=8";
-            const NDJSON: &str = "application/vnd.elasticsearch+x-ndjson; compatible-with=8";
-            let index = format!("sw-compat-{:08x}", fastrand::u32(..));
+            // What the official clients send: a versioned media type on both sides, of the
+            // client's major. A server answers its own major and the one before (9.x takes
+            // the 8.x clients' requests too).
+            let major = c.major();
+            for with in [major - 1, major].into_iter().filter(|m| *m >= 8) {
+                compatible_bulk_and_search(&client, with).await;
+            }
+            // A major the server cannot answer in is refused with a 400.
             let resp = client
-                .send(
-                    Request::post(format!("/{index}/_bulk"))
-                        .query("refresh", "true")
-                        .header("accept", JSON)
-                        .body_with_type(
-                            "{\"index\":{\"_id\":\"1\"}}\n{\"msg\":\"compatible\"}\n",
-                            NDJSON,
-                        )
-                        .idempotent(true),
-                )
-                .await
-                .unwrap();
-            assert_eq!(resp.status(), 200, "{}", resp.text());
-            let content_type = resp
-                .headers()
-                .get("content-type")
-                .and_then(|h| h.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            assert!(
-                content_type.starts_with("application/vnd.elasticsearch+json"),
-                "the server answers in the media type asked for: {content_type}"
-            );
-            let v: Value = resp.json().unwrap();
-            assert_eq!(v["errors"], Value::Bool(false), "{v}");
-
-            let resp = client
-                .send(
-                    Request::post(format!("/{index}/_search"))
-                        .header("accept", JSON)
-                        .body_with_type(r#"{"query":{"match":{"msg":"compatible"}}}"#, JSON),
-                )
-                .await
-                .unwrap();
-            let v: Value = resp.json().unwrap();
-            assert_eq!(v["hits"]["total"]["value"].as_u64(), Some(1), "{v}");
-            client
-                .send(Request::delete(format!("/{index}")))
-                .await
-                .unwrap();
+                .send(Request::get("/").header(
+                    "accept",
+                    &format!(
+                        "application/vnd.elasticsearch+json; compatible-with={}",
+                        major + 1
+                    ),
+                ))
+                .await;
+            let status = match &resp {
+                Ok(r) => r.status().as_u16(),
+                Err(e) => e.status().map_or(0, |s| s.as_u16()),
+            };
+            assert_eq!(status, 400, "{resp:?}");
         },
     );
+}
+
+/// A bulk then a search in `compatible-with={with}` media types: both succeed and are
+/// answered in the versioned media type.
+async fn compatible_bulk_and_search(client: &searchwire::Client, with: u32) {
+    let json = format!("application/vnd.elasticsearch+json; compatible-with={with}");
+    let ndjson = format!("application/vnd.elasticsearch+x-ndjson; compatible-with={with}");
+    let index = format!("sw-compat-{with}-{:08x}", fastrand::u32(..));
+    let resp = client
+        .send(
+            Request::post(format!("/{index}/_bulk"))
+                .query("refresh", "true")
+                .header("accept", json.as_str())
+                .body_with_type(
+                    "{\"index\":{\"_id\":\"1\"}}\n{\"msg\":\"compatible\"}\n",
+                    ndjson.as_str(),
+                )
+                .idempotent(true),
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status(),
+        200,
+        "compatible-with={with}: {}",
+        resp.text()
+    );
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        content_type.starts_with("application/vnd.elasticsearch+json"),
+        "the server answers in the media type asked for: {content_type}"
+    );
+    let v: Value = resp.json().unwrap();
+    assert_eq!(v["errors"], Value::Bool(false), "{v}");
+
+    let resp = client
+        .send(
+            Request::post(format!("/{index}/_search"))
+                .header("accept", json.as_str())
+                .body_with_type(r#"{"query":{"match":{"msg":"compatible"}}}"#, json.as_str()),
+        )
+        .await
+        .unwrap();
+    let v: Value = resp.json().unwrap();
+    assert_eq!(v["hits"]["total"]["value"].as_u64(), Some(1), "{v}");
+    client
+        .send(Request::delete(format!("/{index}")))
+        .await
+        .unwrap();
 }

@@ -16,21 +16,29 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_searchwire");
 
 /// A real test cluster: the variable holding its URLs and the one that makes a missing
 /// cluster a failure instead of a skip.
+/// Also its `scripts/cluster --engine` name and the variable naming the server version it
+/// runs.
 pub struct Engine {
+    pub name: &'static str,
     pub urls_var: &'static str,
     pub require_var: &'static str,
+    pub version_var: &'static str,
 }
 
-/// OpenSearch (`scripts/test`: 9201-9203).
+/// OpenSearch, 2.19 or 3.x (`scripts/test`: 9201-9203).
 pub const OPENSEARCH: Engine = Engine {
+    name: "opensearch",
     urls_var: "SEARCHWIRE_TEST_CLUSTER",
     require_var: "SEARCHWIRE_REQUIRE_CLUSTER",
+    version_var: "SEARCHWIRE_TEST_CLUSTER_VERSION",
 };
 
-/// Elasticsearch 8 (`scripts/test`: 9221-9223).
+/// Elasticsearch, 8.19 or 9.x (`scripts/test`: 9221-9223).
 pub const ELASTICSEARCH: Engine = Engine {
+    name: "elasticsearch",
     urls_var: "SEARCHWIRE_TEST_ES_CLUSTER",
     require_var: "SEARCHWIRE_REQUIRE_ES_CLUSTER",
+    version_var: "SEARCHWIRE_TEST_ES_CLUSTER_VERSION",
 };
 
 impl Engine {
@@ -53,6 +61,34 @@ impl Engine {
             return None;
         }
         Some(urls)
+    }
+
+    /// The server version the cluster runs: the version variable (`scripts/test` sets it),
+    /// else what `scripts/cluster --engine NAME version` reports for the recorded cluster.
+    pub fn expected_version(&self) -> String {
+        if let Ok(v) = std::env::var(self.version_var) {
+            if !v.trim().is_empty() {
+                return v.trim().to_string();
+            }
+        }
+        let (ok, out) = cluster_cmd(&["--engine", self.name, "version"]);
+        let v = out.lines().next().unwrap_or("").trim().to_string();
+        assert!(
+            ok && !v.is_empty(),
+            "{} is not set and scripts/cluster --engine {} version failed: {out}",
+            self.version_var,
+            self.name
+        );
+        v
+    }
+
+    /// The major version the cluster runs (`9` of `9.5.3`).
+    pub fn major(&self) -> u32 {
+        let v = self.expected_version();
+        v.split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("the cluster version {v:?} has no major"))
     }
 }
 

@@ -51,6 +51,9 @@ pub struct Engine {
     pub urls_var: &'static str,
     /// `1` makes a missing cluster a failure instead of a skip.
     pub require_var: &'static str,
+    /// The server version the cluster runs (`scripts/test` sets it; unset: the version
+    /// `scripts/cluster version` reports for the recorded cluster).
+    pub version_var: &'static str,
     /// Where the harness is described (for skip and failure messages).
     pub readme: &'static str,
 }
@@ -59,6 +62,7 @@ pub const OPENSEARCH: Engine = Engine {
     name: "opensearch",
     urls_var: "SEARCHWIRE_TEST_CLUSTER",
     require_var: "SEARCHWIRE_REQUIRE_CLUSTER",
+    version_var: "SEARCHWIRE_TEST_CLUSTER_VERSION",
     readme: "harness/opensearch/README.md",
 };
 
@@ -66,6 +70,7 @@ pub const ELASTICSEARCH: Engine = Engine {
     name: "elasticsearch",
     urls_var: "SEARCHWIRE_TEST_ES_CLUSTER",
     require_var: "SEARCHWIRE_REQUIRE_ES_CLUSTER",
+    version_var: "SEARCHWIRE_TEST_ES_CLUSTER_VERSION",
     readme: "harness/elasticsearch/README.md",
 };
 
@@ -179,6 +184,34 @@ impl Cluster {
             ),
             Err(e) => (false, String::new(), format!("could not run {SCRIPT}: {e}")),
         }
+    }
+
+    /// The server version the cluster runs: the engine's version variable, else what
+    /// `scripts/cluster version` reports for the recorded cluster. The suites assert that
+    /// every node's `GET /` and health report name exactly this version.
+    pub fn expected_version(&self) -> String {
+        if let Ok(v) = std::env::var(self.engine.version_var) {
+            if !v.trim().is_empty() {
+                return v.trim().to_string();
+            }
+        }
+        let (ok, out, err) = self.cmd(&["version"]);
+        assert!(
+            ok && !out.trim().is_empty(),
+            "{} is not set and scripts/cluster --engine {} version failed: {err}",
+            self.engine.version_var,
+            self.engine.name
+        );
+        out.trim().to_string()
+    }
+
+    /// The major version the cluster runs (`3` of `3.9.0`).
+    pub fn major(&self) -> u32 {
+        let v = self.expected_version();
+        v.split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or_else(|| panic!("the cluster version {v:?} has no major"))
     }
 
     /// Runs `scripts/cluster ARGS...` off the async threads and panics when it fails.

@@ -7,7 +7,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 
-import org.elasticsearch.Build;
 import org.elasticsearch.common.settings.Settings;
 
 /**
@@ -15,7 +14,8 @@ import org.elasticsearch.common.settings.Settings;
  * directories, no plugin layers). It lives in Elasticsearch's own package because the record
  * it fills ({@code LoadedPlugin}) and the {@code plugins()} hook are package-private; the
  * server jar is not sealed. The Elasticsearch test framework's mock plugins service does the
- * same for its in-JVM nodes.
+ * same for its in-JVM nodes. The descriptor's fields differ between majors: each major's
+ * {@code Descriptors} (src/major8, src/major9) builds it.
  */
 public final class HarnessPluginsService extends PluginsService {
 
@@ -26,11 +26,7 @@ public final class HarnessPluginsService extends PluginsService {
         final List<LoadedPlugin> loaded = new ArrayList<>();
         for (Class<? extends Plugin> c : classes) {
             final Plugin instance = loadPlugin(c, settings, configDir);
-            final PluginDescriptor descriptor = new PluginDescriptor(
-                c.getName(), "classpath plugin (searchwire harness)", "NA", Build.current().version(),
-                Integer.toString(Runtime.version().feature()), c.getName(), null, List.of(),
-                false, false, false, false);
-            loaded.add(new LoadedPlugin(descriptor, instance, c.getClassLoader()));
+            loaded.add(new LoadedPlugin(Descriptors.of(c), instance, c.getClassLoader()));
         }
         loadExtensions(loaded);
         this.classpathPlugins = List.copyOf(loaded);

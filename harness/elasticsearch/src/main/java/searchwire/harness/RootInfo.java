@@ -2,26 +2,15 @@ package searchwire.harness;
 
 import java.util.Collection;
 import java.util.List;
-import java.util.function.Predicate;
-import java.util.function.Supplier;
 
 import org.elasticsearch.Build;
 import org.elasticsearch.client.internal.node.NodeClient;
 import org.elasticsearch.cluster.ClusterState;
-import org.elasticsearch.cluster.metadata.IndexNameExpressionResolver;
-import org.elasticsearch.cluster.node.DiscoveryNodes;
 import org.elasticsearch.cluster.service.ClusterService;
-import org.elasticsearch.common.io.stream.NamedWriteableRegistry;
-import org.elasticsearch.common.settings.ClusterSettings;
-import org.elasticsearch.common.settings.IndexScopedSettings;
-import org.elasticsearch.common.settings.Settings;
-import org.elasticsearch.common.settings.SettingsFilter;
-import org.elasticsearch.features.NodeFeature;
 import org.elasticsearch.index.IndexVersion;
 import org.elasticsearch.plugins.ActionPlugin;
 import org.elasticsearch.plugins.Plugin;
 import org.elasticsearch.rest.RestChannel;
-import org.elasticsearch.rest.RestController;
 import org.elasticsearch.rest.RestHandler;
 import org.elasticsearch.rest.RestRequest;
 import org.elasticsearch.rest.RestResponse;
@@ -35,8 +24,12 @@ import org.elasticsearch.xcontent.XContentBuilder;
  * from the server jar's build info (version, flavor, type, hash, date, Lucene version, the
  * compatibility versions). The {@code X-Elastic-Product: Elasticsearch} header is added by
  * Elasticsearch's own REST controller, to this answer as to every other.
+ *
+ * The handler is the same on every major; how a plugin registers REST handlers is not, so
+ * each major's {@code RootInfoPlugin} (src/major8, src/major9) extends this class and returns
+ * {@link #handlers()} from its {@code getRestHandlers}.
  */
-public final class RootInfoPlugin extends Plugin implements ActionPlugin {
+public abstract class RootInfo extends Plugin implements ActionPlugin {
 
     private volatile ClusterService clusterService;
 
@@ -46,18 +39,8 @@ public final class RootInfoPlugin extends Plugin implements ActionPlugin {
         return List.of();
     }
 
-    @Override
-    public Collection<RestHandler> getRestHandlers(
-        Settings settings,
-        NamedWriteableRegistry namedWriteableRegistry,
-        RestController restController,
-        ClusterSettings clusterSettings,
-        IndexScopedSettings indexScopedSettings,
-        SettingsFilter settingsFilter,
-        IndexNameExpressionResolver indexNameExpressionResolver,
-        Supplier<DiscoveryNodes> nodesInCluster,
-        Predicate<NodeFeature> clusterSupportsFeature
-    ) {
+    /** The handlers of {@code GET /} and {@code HEAD /}. */
+    protected final Collection<RestHandler> handlers() {
         return List.of(new RootHandler());
     }
 
