@@ -100,19 +100,21 @@
 //!
 //! Cluster mode is not supported: the keys are not hash-tagged into one slot.
 
+mod link;
 mod scripts;
 mod write;
 
 #[cfg(test)]
 mod migrate_tests;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::message::{DeadLetter, Lease, Message, MessageId, Rescheduled, Selection, Stats};
 use crate::{record, QueueOptions, Timestamp};
+use link::Link;
+pub use link::SentinelConfig;
 use scripts::Scripts;
 
 /// Default stream name, from reference 004 ch. 5.
@@ -140,6 +142,11 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 /// at most 1 s apart).
 pub const RECONNECT_TRIES: usize = 3;
 
+/// Default [`RedisConfig::replica_timeout`]: how long an append waits for its replicas.
+/// On a healthy network a replica confirms within milliseconds; 2 s rides out a busy one
+/// and still answers a client (with an error it retries) well within its own timeouts.
+pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The most messages one [`RedisQueue::lease`] returns (Lua's `unpack` limit is ~8000).
 pub const MAX_LEASE: usize = 1000;
 
@@ -161,6 +168,17 @@ pub struct RedisConfig {
     /// [`MAX_LEASE`] is used. Default [`DEFAULT_SMALL_APPEND`]. Both paths store the same
     /// keys and values.
     pub small_append: usize,
+    /// Find the primary through these Sentinels instead of at `url`'s address (`url` then
+    /// gives only the credentials and database). See "Sentinel" in the module
+    /// documentation.
+    pub sentinel: Option<SentinelConfig>,
+    /// An append returns only once this many replicas confirmed it (`WAIT`); fewer within
+    /// [`Self::replica_timeout`] fails the append. 0 (the default): no wait. See
+    /// "Replicated appends" in the module documentation.
+    pub min_replicas: usize,
+    /// How long an append waits for [`Self::min_replicas`] replicas. Default
+    /// [`DEFAULT_REPLICA_TIMEOUT`].
+    pub replica_timeout: Duration,
     /// Lease timeout, consumer name, clock.
     pub options: QueueOptions,
 }
@@ -174,7 +192,19 @@ impl RedisConfig {
             group: DEFAULT_GROUP.to_owned(),
             chunk: DEFAULT_CHUNK,
             small_append: DEFAULT_SMALL_APPEND,
+            sentinel: None,
+            min_replicas: 0,
+            replica_timeout: DEFAULT_REPLICA_TIMEOUT,
             options: QueueOptions::default(),
+        }
+    }
+
+    /// Defaults for a queue on the primary that `sentinel` names (no credentials, database
+    /// 0; set [`Self::url`] to `redis://[user:password@]any-host[/db]` for others).
+    pub fn sentinel(sentinel: SentinelConfig) -> Self {
+        RedisConfig {
+            sentinel: Some(sentinel),
+            ..RedisConfig::new("redis://sentinel-primary")
         }
     }
 }
@@ -187,6 +217,9 @@ impl std::fmt::Debug for RedisConfig {
             .field("group", &self.group)
             .field("chunk", &self.chunk)
             .field("small_append", &self.small_append)
+            .field("sentinel", &self.sentinel)
+            .field("min_replicas", &self.min_replicas)
+            .field("replica_timeout", &self.replica_timeout)
             .field("options", &self.options)
             .finish()
     }
@@ -253,7 +286,7 @@ impl Keys {
 /// The Redis queue. Cheap to clone (clones share the connection).
 #[derive(Clone)]
 pub struct RedisQueue {
-    conn: ConnectionManager,
+    link: Link,
     scripts: Arc<Scripts>,
     keys: Arc<Keys>,
     config: Arc<RedisConfig>,
@@ -283,6 +316,16 @@ impl RedisQueue {
                 ));
             }
         }
+        if config.min_replicas > 0
+            && (config.replica_timeout.is_zero() || config.replica_timeout >= RESPONSE_TIMEOUT)
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "replica_timeout must be above zero and below the response timeout                      ({RESPONSE_TIMEOUT:?}) when min_replicas is set (WAIT 0 would wait forever)"
+                ),
+            ));
+        }
         if config.chunk == 0 {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
@@ -290,7 +333,7 @@ impl RedisQueue {
             ));
         }
         let shown = redact(&config.url);
-        let client = redis::Client::open(config.url.as_str()).map_err(|e| {
+        let info: redis::ConnectionInfo = config.url.as_str().parse().map_err(|e| {
             Error::with_source(
                 ErrorKind::InvalidInput,
                 format!(
@@ -299,32 +342,11 @@ impl RedisQueue {
                 e,
             )
         })?;
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(CONNECT_TIMEOUT)
-            .set_response_timeout(RESPONSE_TIMEOUT)
-            .set_number_of_retries(RECONNECT_TRIES)
-            .set_factor(100)
-            .set_max_delay(1000);
-        let connecting = ConnectionManager::new_with_config(client, manager);
-        let mut conn = match tokio::time::timeout(CONNECT_TIMEOUT * 2, connecting).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                return Err(Error::with_source(
-                    ErrorKind::Redis,
-                    format!("cannot connect to Redis at {shown}"),
-                    e,
-                ))
-            }
-            Err(_) => {
-                return Err(Error::new(
-                    ErrorKind::Redis,
-                    format!(
-                        "cannot connect to Redis at {shown}: no answer within {:?}",
-                        CONNECT_TIMEOUT * 2
-                    ),
-                ))
-            }
+        let link = match &config.sentinel {
+            None => Link::direct(info, &shown).await?,
+            Some(sentinel) => Link::sentinel(info, sentinel.clone()).await?,
         };
+        let mut conn = link.get().await?.conn;
         let created: redis::RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
             .arg(&config.stream)
@@ -347,7 +369,7 @@ impl RedisQueue {
         }
         let queue = RedisQueue {
             keys: Arc::new(Keys::new(&config.stream)),
-            conn,
+            link,
             scripts: Arc::new(scripts),
             config: Arc::new(config),
         };
@@ -382,6 +404,12 @@ impl RedisQueue {
         &self.config.stream
     }
 
+    /// The address (`host:port`) commands go to now: with Sentinels, the primary last
+    /// resolved.
+    pub fn primary(&self) -> String {
+        self.link.addr()
+    }
+
     fn now(&self) -> Timestamp {
         self.config.options.clock.now()
     }
@@ -403,28 +431,44 @@ impl RedisQueue {
         Ok(v)
     }
 
-    /// Sends a pipeline of script calls; if Redis lost its script cache (a restart), loads
-    /// the scripts and sends it again (a NOSCRIPT reply means no script ran).
+    /// Sends a pipeline of script calls; if Redis lost its script cache (a restart, a
+    /// failover to a replica that never loaded them), loads the scripts and sends it again
+    /// (a NOSCRIPT reply means no script ran). On a Sentinel link a failure marks the
+    /// connection stale (the next call resolves the primary again), and a call refused
+    /// because the server is a replica now (`READONLY`) or the connection was refused (so
+    /// nothing ran) is sent once more to the primary resolved anew.
     async fn run_pipe<T: redis::FromRedisValue>(
         &self,
         what: &str,
         pipe: &redis::Pipeline,
     ) -> Result<T> {
-        let mut conn = self.conn.clone();
-        match pipe.query_async(&mut conn).await {
-            Ok(v) => Ok(v),
-            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
+        let mut again = self.link.is_sentinel();
+        loop {
+            let handle = self.link.get().await?;
+            let mut conn = handle.conn;
+            let mut sent = pipe.query_async(&mut conn).await;
+            if matches!(&sent, Err(e) if e.kind() == redis::ErrorKind::NoScriptError) {
                 for s in self.scripts.all() {
-                    s.prepare_invoke()
-                        .load_async(&mut conn)
-                        .await
-                        .map_err(|e| redis_err("reloading the queue scripts", e))?;
+                    if let Err(e) = s.prepare_invoke().load_async(&mut conn).await {
+                        self.link.failed(handle.generation);
+                        return Err(redis_err("reloading the queue scripts", e));
+                    }
                 }
-                pipe.query_async(&mut conn)
-                    .await
-                    .map_err(|e| redis_err(what, e))
+                sent = pipe.query_async(&mut conn).await;
             }
-            Err(e) => Err(redis_err(what, e)),
+            match sent {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    self.link.failed(handle.generation);
+                    let nothing_ran =
+                        e.kind() == redis::ErrorKind::ReadOnly || e.is_connection_refusal();
+                    if again && nothing_ran {
+                        again = false;
+                        continue;
+                    }
+                    return Err(redis_err(what, e));
+                }
+            }
         }
     }
 
