@@ -262,6 +262,7 @@ impl Drop for Topology {
             let _ = Command::new("kill")
                 .arg("-CONT")
                 .arg(n.pid.to_string())
+                .stderr(std::process::Stdio::null())
                 .status();
         }
         let _ = Command::new(script("redis"))
