@@ -321,6 +321,11 @@ impl Link {
         }
     }
 
+    /// The generation of the connection in use (it grows with each resolution).
+    pub fn generation(&self) -> u64 {
+        self.current().generation
+    }
+
     /// Whether the next call resolves the primary again.
     pub fn is_stale(&self) -> bool {
         self.inner.sentinel.is_some() && self.inner.shared.stale.load(Ordering::Acquire)

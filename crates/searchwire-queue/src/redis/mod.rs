@@ -442,9 +442,39 @@ impl RedisQueue {
         what: &str,
         pipe: &redis::Pipeline,
     ) -> Result<T> {
-        let mut again = self.link.is_sentinel();
+        self.run_pipe_pinned(what, pipe, None).await
+    }
+
+    /// [`Self::run_pipe`], pinned to one connection when `pin` is given: the first call
+    /// records the connection's generation there, a later one with the same `pin` fails
+    /// (and sends nothing) if the primary was resolved anew since, and is not sent again.
+    /// For the steps of one operation that must reach the same server (ids reserved on one
+    /// primary must be written there: a newly promoted one may hand out the same ids).
+    async fn run_pipe_pinned<T: redis::FromRedisValue>(
+        &self,
+        what: &str,
+        pipe: &redis::Pipeline,
+        mut pin: Option<&mut Option<u64>>,
+    ) -> Result<T> {
+        let mut again = self.link.is_sentinel() && pin.is_none();
         loop {
             let handle = self.link.get().await?;
+            if let Some(pin) = pin.as_deref_mut() {
+                match *pin {
+                    None => *pin = Some(handle.generation),
+                    Some(g) if g != handle.generation => {
+                        return Err(Error::new(
+                            ErrorKind::Redis,
+                            format!(
+                                "redis: {what} failed: the primary moved to {} during the \
+                                 operation; nothing was acknowledged: send it again",
+                                self.link.addr()
+                            ),
+                        ));
+                    }
+                    Some(_) => {}
+                }
+            }
             let mut conn = handle.conn;
             let mut sent = pipe.query_async(&mut conn).await;
             if matches!(&sent, Err(e) if e.kind() == redis::ErrorKind::NoScriptError) {

@@ -116,8 +116,12 @@ impl RedisQueue {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        let generation = self.link.generation();
         match self.append_once(&batch).await {
-            Err(e) if self.link.is_stale() => {
+            Err(e)
+                if self.link.is_stale()
+                    || (self.link.is_sentinel() && self.link.generation() != generation) =>
+            {
                 tracing::debug!(error = %e, "redis: append failed as the primary moved; sending it again");
                 self.append_once(&batch).await
             }
@@ -144,7 +148,9 @@ impl RedisQueue {
         let (first, queued) = if batch.len() <= self.config.small_append.min(MAX_LEASE) {
             self.append_small(batch, &distinct, now).await?
         } else {
-            let first = self.reserve_ids(batch.len()).await?;
+            // The ids and the writes go to the same server (see `run_pipe_pinned`).
+            let mut pin = None;
+            let first = self.reserve_ids(batch.len(), &mut pin).await?;
             let messages: Vec<Stored> = distinct
                 .iter()
                 .map(|&(i, hash)| {
@@ -160,7 +166,7 @@ impl RedisQueue {
                     }
                 })
                 .collect();
-            (first, self.store_new(&messages, now).await?)
+            (first, self.store_new(&messages, now, &mut pin).await?)
         };
         let mut out: Vec<Appended> = Vec::with_capacity(batch.len());
         for (i, s) in same_as.iter().enumerate() {
@@ -177,10 +183,12 @@ impl RedisQueue {
     }
 
     /// Reserves `n` message ids; returns the first.
-    async fn reserve_ids(&self, n: usize) -> Result<u64> {
-        let mut incr = redis::cmd("INCRBY");
-        incr.arg(self.keys.seq()).arg(n);
-        let last: u64 = self.run("reserving message ids", &incr).await?;
+    async fn reserve_ids(&self, n: usize, pin: &mut Option<u64>) -> Result<u64> {
+        let mut incr = redis::pipe();
+        incr.cmd("INCRBY").arg(self.keys.seq()).arg(n);
+        let (last,): (u64,) = self
+            .run_pipe_pinned("reserving message ids", &incr, Some(pin))
+            .await?;
         Ok(last + 1 - n as u64)
     }
 
@@ -207,7 +215,7 @@ impl RedisQueue {
 
     /// Checks the answers [`Self::durable_tail`] added: enough replicas confirmed, and the
     /// server was still the primary.
-    fn check_tail(&self, tail: &[Value]) -> Result<()> {
+    fn check_tail(&self, what: &str, tail: &[Value]) -> Result<()> {
         let mut tail = tail.iter();
         if self.config.min_replicas > 0 {
             let confirmed = match tail.next() {
@@ -218,8 +226,10 @@ impl RedisQueue {
                     )))
                 }
             };
+            // Not a reason to look for another primary, nor to send it again here: the write
+            // stands on this one and may be delivered; a copy sent now would be stored
+            // again once the first is delivered. The caller decides.
             if confirmed < self.config.min_replicas as i64 {
-                self.link.mark_stale();
                 return Err(Error::new(
                     crate::ErrorKind::Redis,
                     format!(
@@ -249,16 +259,21 @@ impl RedisQueue {
 
     /// Runs an append's pipeline with its [`Self::durable_tail`]; returns the answers of
     /// `pipe`'s own commands.
-    async fn run_durable(&self, mut pipe: redis::Pipeline) -> Result<Vec<Value>> {
+    async fn run_durable(
+        &self,
+        what: &str,
+        mut pipe: redis::Pipeline,
+        pin: Option<&mut Option<u64>>,
+    ) -> Result<Vec<Value>> {
         let added = self.durable_tail(&mut pipe);
-        let mut answers: Vec<Value> = self.run_pipe("appending", &pipe).await?;
+        let mut answers: Vec<Value> = self.run_pipe_pinned(what, &pipe, pin).await?;
         let tail = answers.split_off(answers.len().saturating_sub(added));
         if tail.len() != added {
             return Err(Error::corrupt(
                 "an append's pipeline answered too few values",
             ));
         }
-        self.check_tail(&tail)?;
+        self.check_tail(what, &tail)?;
         Ok(answers)
     }
 
@@ -285,7 +300,7 @@ impl RedisQueue {
         }
         let mut pipe = redis::pipe();
         pipe.add_command(inv);
-        let answer = match self.run_durable(pipe).await?.pop() {
+        let answer = match self.run_durable("appending", pipe, None).await?.pop() {
             Some(Value::Array(a)) => a,
             other => {
                 return Err(Error::corrupt(format!(
@@ -311,6 +326,7 @@ impl RedisQueue {
         &self,
         messages: &[Stored],
         now: Timestamp,
+        pin: &mut Option<u64>,
     ) -> Result<Vec<Option<MessageId>>> {
         let k = &self.keys;
         let mut pipe = redis::pipe();
@@ -353,7 +369,7 @@ impl RedisQueue {
             pipe.add_command(dedup).ignore();
             pipe.cmd("EXEC");
         }
-        let execs = self.run_durable(pipe).await?;
+        let execs = self.run_durable("appending", pipe, Some(pin)).await?;
         let mut out = vec![None; messages.len()];
         for (c, exec) in execs.iter().enumerate() {
             let items = check_exec(exec)?;
@@ -367,7 +383,9 @@ impl RedisQueue {
 
     /// See [`Queue::lease`](crate::Queue::lease). At most [`MAX_LEASE`] per call. Two round
     /// trips: the lease script (which returns ids), then one `HMGET` of the records — a
-    /// record acked meanwhile by someone else is skipped (it was delivered).
+    /// record acked meanwhile by someone else is skipped (it was delivered). With
+    /// replicas required, the lease script's writes are confirmed like an append's
+    /// ([`Self::durable_tail`]) before anything is handed out.
     pub async fn lease(&self, max: usize) -> Result<Vec<Lease>> {
         let now = self.now();
         let expires_at = now.saturating_add(self.config.options.lease_timeout);
@@ -378,7 +396,14 @@ impl RedisQueue {
             .arg(expires_at.as_millis())
             .arg(&now.as_millis().to_be_bytes()[..])
             .arg(crate::LEASE_EXPIRED);
-        let values: Vec<Value> = self.run("leasing", &inv).await?;
+        // Confirmed like an append: a lease a failover could take back would hand out
+        // messages whose append may not have counted (and may be resent under a new id).
+        let mut pipe = redis::pipe();
+        pipe.add_command(inv);
+        let values = match self.run_durable("leasing", pipe, None).await?.pop() {
+            Some(Value::Array(v)) => v,
+            _ => return Err(Error::corrupt("unexpected answer of the lease script")),
+        };
         let (token, ids) = match values.as_slice() {
             [] => return Ok(Vec::new()),
             [Value::Int(t), Value::Array(ids)] => (*t, ids),
