@@ -83,8 +83,60 @@
 //! persistence setting: with `appendonly yes` and `appendfsync always`, Redis syncs its AOF
 //! before it replies, so everything whose append returned survives (this is what
 //! `scripts/redis` configures); with `appendfsync everysec` up to about one second of
-//! acknowledged writes can be lost. Replicas do not change this (replication is
-//! asynchronous) unless the operator adds `WAIT`.
+//! acknowledged writes can be lost. That protects against a crash of the Redis process,
+//! not against the loss of its machine; replicas alone do not change this (replication is
+//! asynchronous). See the next two sections for what does.
+//!
+//! # Sentinel
+//!
+//! With [`RedisConfig::sentinel`] the queue finds the primary through Sentinels
+//! (`SENTINEL get-master-addr-by-name`, each Sentinel in turn) and accepts an address only
+//! when the server there answers `ROLE` with `master`. It resolves the primary again after a
+//! connection error, a `READONLY` answer, a `ROLE` check that found a replica, or a
+//! `+switch-master` message for its master from any Sentinel (it subscribes to each). The
+//! redis crate's own Sentinel client resolves once and keeps the address after a failover,
+//! hence this small wrapper (`link.rs`). A call that failed because the primary moved
+//! without running anything (`READONLY`, a refused connection) is sent once more to the new
+//! one; an append that failed because the primary moved is sent once more whole (a payload
+//! the first try stored is then found queued: [`Appended::Duplicate`](crate::Appended)).
+//! The ids of a large append are reserved and written on the same connection: a newly
+//! promoted primary may hand out the same ids again, so an append whose primary changed
+//! between the two steps fails (and is sent once more) instead of writing under them.
+//!
+//! On a Sentinel link every append (and lease) ends with `ROLE` in the same pipeline: a
+//! server demoted meanwhile never acknowledges one. The scripts are loaded again when a new
+//! primary does not have them (`NOSCRIPT` means nothing ran), so the first append after a
+//! failover succeeds (tested: `tests/redis_failover.rs`). Sentinels are reached without
+//! authentication; the primary with [`RedisConfig::url`]'s credentials and database.
+//!
+//! # Replicated appends
+//!
+//! With [`RedisConfig::min_replicas`] `N > 0`, an append returns only after `WAIT N
+//! timeout` confirmed that `N` replicas received its writes; fewer within
+//! [`RedisConfig::replica_timeout`] fails it (the relay answers its items 503, the client
+//! sends them again, and de-duplication by payload keeps that exact while the first copy is
+//! queued). `WAIT` is sent after the `EXEC`s and the script call, never inside them (where
+//! it does not block), and in the same pipeline, so on the same connection: a `WAIT` sent on
+//! a reconnected connection has nothing of its own to wait for and would confirm at once.
+//! Leases are confirmed the same way, so a consumer never hands out a message a failover
+//! could take back.
+//!
+//! What it promises, in Redis's words (the `WAIT` reference): it "does not make Redis a
+//! strongly consistent store"; Sentinel makes "a best-effort attempt to promote the best
+//! replica", so "it is possible to still lose a write synchronously replicated to multiple
+//! replicas". What it buys: an acknowledged append survives the loss of one
+//! machine — the primary, its disk and everything not yet sent from it — because Sentinel
+//! promotes the replica with the most data, and one of them has it (with 2 replicas and
+//! `N = 1`, tested with the replication link slowed to 300 ms: 0 of the acknowledged lost;
+//! with `N = 0` thousands). A *forced* failover (`SENTINEL FAILOVER`) is the case `N = 1`
+//! does not cover: one replica is promoted while the other still follows the old primary
+//! for up to a second, and a write confirmed by that one alone is lost; `N` equal to the
+//! number of replicas closes that window (tested: 20 forced failovers under load, 0 lost, 0
+//! stored twice), at the price of refusing appends while any replica is down. Two
+//! simultaneous machine losses, or a network partition that isolates a primary with its
+//! clients, are beyond it. On the server, set `min-replicas-to-write N` (and
+//! `min-replicas-max-lag`) as well: then a primary cut off from its replicas refuses writes
+//! itself instead of accepting ones no client will count.
 //!
 //! # Migration
 //!
@@ -98,7 +150,7 @@
 //! once). Processes of both versions must not share a queue: stop the old ones
 //! before starting the new.
 //!
-//! Cluster mode is not supported: the keys are not hash-tagged into one slot.
+//! Redis Cluster is not supported: the keys are not hash-tagged into one slot.
 
 mod link;
 mod scripts;

@@ -108,7 +108,7 @@ impl RedisQueue {
     /// With [`RedisConfig::min_replicas`](super::RedisConfig::min_replicas) above 0 it
     /// returns only once that many replicas confirmed the writes, and on a Sentinel link only
     /// once the server that ran them still answered `ROLE` with `master` after them (see
-    /// [`Self::durable_tail`]). On a Sentinel link an append that failed because the primary
+    /// "Replicated appends" in the module documentation). On a Sentinel link an append that failed because the primary
     /// moved is sent once more to the new one: a payload the first try stored is then found
     /// queued ([`Appended::Duplicate`]), so nothing is stored twice.
     pub async fn append(&self, batch: Vec<NewMessage>) -> Result<Vec<Appended>> {
@@ -233,7 +233,10 @@ impl RedisQueue {
                 return Err(Error::new(
                     crate::ErrorKind::Redis,
                     format!(
-                        "redis: only {confirmed} of the {} replicas required confirmed the append                          within {:?}; it is not acknowledged (it may survive or not): send it                          again (the queue stores a payload once), and check the replicas'                          links (INFO replication)",
+                        "redis: {what} failed: only {confirmed} of the {} replicas required confirmed \
+                         it within {:?}, so it does not count (it may survive or not): try \
+                         again (the queue stores a payload once), and check the replicas' \
+                         links (INFO replication)",
                         self.config.min_replicas, self.config.replica_timeout
                     ),
                 ));
@@ -247,7 +250,8 @@ impl RedisQueue {
                     return Err(Error::new(
                         crate::ErrorKind::Redis,
                         format!(
-                            "redis: {} is no longer the primary after the append (a failover); it                              is not acknowledged: send it again",
+                            "redis: {what} failed: {} is no longer the primary after it (a failover), so \
+                             it does not count: try again",
                             self.link.addr()
                         ),
                     ));
@@ -385,7 +389,7 @@ impl RedisQueue {
     /// trips: the lease script (which returns ids), then one `HMGET` of the records — a
     /// record acked meanwhile by someone else is skipped (it was delivered). With
     /// replicas required, the lease script's writes are confirmed like an append's
-    /// ([`Self::durable_tail`]) before anything is handed out.
+    /// before anything is handed out.
     pub async fn lease(&self, max: usize) -> Result<Vec<Lease>> {
         let now = self.now();
         let expires_at = now.saturating_add(self.config.options.lease_timeout);
