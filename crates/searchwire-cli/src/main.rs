@@ -30,6 +30,7 @@ mod metrics;
 mod otlp;
 mod output;
 mod queue;
+mod redis_args;
 mod relay;
 mod request;
 mod signals;

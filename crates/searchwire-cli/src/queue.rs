@@ -16,7 +16,7 @@ use std::path::PathBuf;
 use clap::{ArgGroup, Args, Subcommand};
 use searchwire_queue::redis::{DEFAULT_GROUP, DEFAULT_STREAM};
 use searchwire_queue::{
-    DeadLetter, EmbeddedConfig, ErrorKind, Message, MessageId, Queue, RedisConfig, Selection, Stats,
+    DeadLetter, EmbeddedConfig, ErrorKind, Message, MessageId, Queue, Selection, Stats,
 };
 use serde::Serialize;
 
@@ -78,7 +78,8 @@ stopped (--timeout, or the cluster still failing) with messages left (\"left\" >
 
 /// Where the queue is.
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("backend").required(true).args(["queue_dir", "redis"])))]
+#[command(group(ArgGroup::new("backend").required(true).args(["queue_dir", "redis", "redis_sentinel"])))]
+#[command(group(ArgGroup::new("redis_target").args(["redis", "redis_sentinel"])))]
 pub struct QueueArgs {
     /// The embedded queue's data directory.
     #[arg(long, value_name = "DIR")]
@@ -87,11 +88,13 @@ pub struct QueueArgs {
     #[arg(long, value_name = "URL")]
     pub redis: Option<String>,
     /// The Redis stream (the queue's name).
-    #[arg(long, value_name = "NAME", default_value = DEFAULT_STREAM, requires = "redis")]
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_STREAM, requires = "redis_target")]
     pub stream: String,
     /// The Redis consumer group.
-    #[arg(long, value_name = "NAME", default_value = DEFAULT_GROUP, requires = "redis")]
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_GROUP, requires = "redis_target")]
     pub group: String,
+    #[command(flatten)]
+    pub redis_ha: crate::redis_args::RedisHaArgs,
     /// JSON output (see `searchwire queue --help`).
     #[arg(long)]
     pub json: bool,
@@ -305,15 +308,19 @@ async fn open(a: &QueueArgs) -> Result<Queue, u8> {
                 }
             }
         }
-        (None, Some(url)) => {
-            let mut c = RedisConfig::new(url.clone());
+        (None, url) if a.redis_ha.config(url.as_deref()).is_some() => {
+            let Some(mut c) = a.redis_ha.config(url.as_deref()) else {
+                return Err(exit::USAGE);
+            };
             c.stream = a.stream.clone();
             c.group = a.group.clone();
             Queue::connect_redis(c).await
         }
-        (None, None) => {
+        (None, _) => {
             // clap's `backend` group requires one of the two.
-            output::error_message("give --queue-dir DIR or --redis URL");
+            output::error_message(
+                "give --queue-dir DIR, --redis URL or --redis-sentinel HOST:PORT --redis-master NAME",
+            );
             return Err(exit::USAGE);
         }
     };

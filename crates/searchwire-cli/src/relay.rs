@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use searchwire_queue::{EmbeddedConfig, Queue, RedisConfig};
+use searchwire_queue::{EmbeddedConfig, Queue};
 use searchwire_relay::{
     config as defaults, AuthConfig, PresentAs, PriorityRule, Relay, RelayConfig,
 };
@@ -45,7 +45,8 @@ opened), 130 forced by a second signal.";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
-#[command(group(clap::ArgGroup::new("queue").required(true).args(["queue_dir", "redis"])))]
+#[command(group(clap::ArgGroup::new("queue").required(true).args(["queue_dir", "redis", "redis_sentinel"])))]
+#[command(group(clap::ArgGroup::new("redis_target").args(["redis", "redis_sentinel"])))]
 pub struct RelayArgs {
     #[command(flatten)]
     pub conn: ConnectArgs,
@@ -67,8 +68,11 @@ pub struct RelayArgs {
     )]
     pub redis: Option<String>,
 
-    #[arg(long, value_name = "NAME", requires = "redis", default_value = searchwire_queue::redis::DEFAULT_STREAM, help = "Redis stream key of the queue: relays with the same one share it")]
+    #[arg(long, value_name = "NAME", requires = "redis_target", default_value = searchwire_queue::redis::DEFAULT_STREAM, help = "Redis stream key of the queue: relays with the same one share it")]
     pub redis_stream: String,
+
+    #[command(flatten)]
+    pub redis_ha: crate::redis_args::RedisHaArgs,
 
     #[arg(
         long,
@@ -237,8 +241,7 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
 }
 
 async fn open_queue(a: &RelayArgs) -> Result<Queue, String> {
-    if let Some(url) = &a.redis {
-        let mut cfg = RedisConfig::new(url.clone());
+    if let Some(mut cfg) = a.redis_ha.config(a.redis.as_deref()) {
         cfg.stream = a.redis_stream.clone();
         // Several relays share a Redis queue: each has its own consumer name (the default,
         // per process); a dead relay's leases are taken over after the lease timeout.

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use relay_support::{free_port, load, spawn_relay_with, terminate, wait_drained, Load, Tally};
+use relay_support::{free_port, spawn_loads, spawn_relay_with, terminate, wait_drained, Tally};
 use searchwire_fake::{BulkFault, FakeBulk, FakeCluster};
 
 fn redis_url() -> Option<String> {
@@ -55,18 +55,7 @@ async fn two_relays_share_a_redis_queue_and_cover_for_a_killed_one() {
     let b = spawn_relay_with(&urls, free_port(), &args).await;
     let tally = Arc::new(Tally::default());
     let stop = Arc::new(AtomicBool::new(false));
-    let mut gens = Vec::new();
-    for (name, relay) in [("a", &a), ("b", &b)] {
-        let spec = Load {
-            addr: relay.addr,
-            index: "logs".into(),
-            prefix: name.into(),
-            tasks: 2,
-            batch: 40,
-            limit: u64::MAX,
-        };
-        gens.push(tokio::spawn(load(spec, stop.clone(), tally.clone())));
-    }
+    let gens = spawn_loads(&[("a", a.addr), ("b", b.addr)], 2, 40, &stop, &tally);
     // Wait for the event, not a time: both relays have acknowledged items, some of them
     // queued (the kill below must hit a relay that holds leases and queued work).
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);

@@ -10,6 +10,9 @@
 //!   QUEUE_BENCH_PIPELINE=1 ...   # the consumer acks batch k while it leases batch k+1
 //!   QUEUE_BENCH_BACKENDS=redis ...  # only this backend (embedded, redis; default both)
 //!   QUEUE_BENCH_SMALL=0 ...         # Redis: RedisConfig::small_append (0: no one-call appends)
+//!   QUEUE_BENCH_MIN_REPLICAS=1 ...  # Redis: RedisConfig::min_replicas (every append and lease
+//!                                   # confirmed by WAIT; point SEARCHWIRE_TEST_REDIS at a primary
+//!                                   # with replicas, e.g. of scripts/redis sentinel-start)
 //!   QUEUE_BENCH_OPEN=200000 ...     # also: how long an embedded open takes with this backlog
 //!   QUEUE_BENCH_FAIL=20000 ...      # also: embedded lease + reschedule, lease + dead-letter
 //!
@@ -376,9 +379,14 @@ fn main() {
                     let mut c = RedisConfig::new(url.clone());
                     c.stream = format!("bench-{}-{batch}-{conc}", std::process::id());
                     c.small_append = env_usize("QUEUE_BENCH_SMALL", c.small_append);
+                    c.min_replicas = env_usize("QUEUE_BENCH_MIN_REPLICAS", 0);
+                    let name = match c.min_replicas {
+                        0 => "redis".to_owned(),
+                        n => format!("redis+wait{n}"),
+                    };
                     let q = Queue::connect_redis(c).await.unwrap();
                     let n = if batch * conc < 16 { n.min(10_000) } else { n };
-                    bench("redis", &q, n, batch, conc, runs).await;
+                    bench(&name, &q, n, batch, conc, runs).await;
                 }
             }
             _ => eprintln!(

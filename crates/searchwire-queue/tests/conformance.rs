@@ -1,7 +1,10 @@
 //! One behaviour, two backends: every scenario here runs against the embedded (redb) queue
 //! and the Redis Streams queue (three times: as configured by default, with every append on
-//! the transaction path, and with every append one script call). The Redis part needs `SEARCHWIRE_TEST_REDIS` (scripts/test
-//! starts a server and sets it; with `SEARCHWIRE_REQUIRE_REDIS=1` a missing server fails).
+//! the transaction path, and with every append one script call) and once more through
+//! Sentinels with every append confirmed by a replica. The Redis part needs
+//! `SEARCHWIRE_TEST_REDIS` and `SEARCHWIRE_TEST_REDIS_SENTINEL` (scripts/test starts a
+//! server and a Sentinel set and sets them; with `SEARCHWIRE_REQUIRE_REDIS=1` a missing one
+//! fails).
 //! Time is a manual clock: no test sleeps.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -608,6 +611,15 @@ macro_rules! conformance {
                 #[tokio::test]
                 async fn $name() {
                     super::$name(super::Backend::RedisOneCall).await
+                }
+            )*
+        }
+        /// The primary found through Sentinels; every append confirmed by a replica.
+        mod redis_sentinel {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::RedisSentinel).await
                 }
             )*
         }

@@ -174,7 +174,7 @@ pub struct IngestQueueArgs {
     #[arg(
         long,
         value_name = "DIR",
-        conflicts_with = "redis",
+        conflicts_with_all = ["redis", "redis_sentinel"],
         help = "Queue what the cluster cannot take now in this embedded queue (created if missing)"
     )]
     pub queue_dir: Option<PathBuf>,
@@ -186,8 +186,11 @@ pub struct IngestQueueArgs {
     )]
     pub redis: Option<String>,
 
-    #[arg(long, value_name = "NAME", requires = "redis", default_value = searchwire_queue::redis::DEFAULT_STREAM, help = "The Redis stream (the queue's name)")]
+    #[arg(long, value_name = "NAME", default_value = searchwire_queue::redis::DEFAULT_STREAM, help = "The Redis stream (the queue's name)")]
     pub redis_stream: String,
+
+    #[command(flatten)]
+    pub redis_ha: crate::redis_args::RedisHaArgs,
 
     #[arg(
         long,
@@ -215,7 +218,7 @@ pub const QUEUE_AFTER: &str = "10s";
 
 impl IngestQueueArgs {
     pub(super) fn configured(&self) -> bool {
-        self.queue_dir.is_some() || self.redis.is_some()
+        self.queue_dir.is_some() || self.redis.is_some() || !self.redis_ha.redis_sentinel.is_empty()
     }
 }
 

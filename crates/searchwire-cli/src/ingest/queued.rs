@@ -12,7 +12,7 @@ use crate::output;
 pub(super) async fn open_queue(
     a: &IngestQueueArgs,
 ) -> Result<Option<searchwire_queue::Queue>, String> {
-    use searchwire_queue::{EmbeddedConfig, Queue, RedisConfig};
+    use searchwire_queue::{EmbeddedConfig, Queue};
     if let Some(dir) = a.queue_dir.clone() {
         let shown = dir.display().to_string();
         let q = tokio::task::spawn_blocking(move || Queue::open_embedded(EmbeddedConfig::new(dir)))
@@ -21,8 +21,7 @@ pub(super) async fn open_queue(
             .map_err(|e| format!("cannot open the queue {shown}: {e}"))?;
         return Ok(Some(q));
     }
-    if let Some(url) = &a.redis {
-        let mut c = RedisConfig::new(url.clone());
+    if let Some(mut c) = a.redis_ha.config(a.redis.as_deref()) {
         c.stream = a.redis_stream.clone();
         let q = Queue::connect_redis(c)
             .await

@@ -190,6 +190,30 @@ pub async fn load(spec: Load, stop: Arc<AtomicBool>, tally: Arc<Tally>) {
     }
 }
 
+/// One [`load`] per relay into `logs`, ids prefixed with the relay's name: the handles.
+pub fn spawn_loads(
+    relays: &[(&str, SocketAddr)],
+    tasks: usize,
+    batch: usize,
+    stop: &Arc<AtomicBool>,
+    tally: &Arc<Tally>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    relays
+        .iter()
+        .map(|&(name, addr)| {
+            let spec = Load {
+                addr,
+                index: "logs".into(),
+                prefix: name.into(),
+                tasks,
+                batch,
+                limit: u64::MAX,
+            };
+            tokio::spawn(load(spec, stop.clone(), tally.clone()))
+        })
+        .collect()
+}
+
 /// The relay's `/health/retry-queue` answer, if it answers.
 pub async fn health(addr: SocketAddr) -> Option<(u16, Value)> {
     let (s, b) = http(addr, "GET", "/health/retry-queue", b"").await?;

@@ -83,8 +83,60 @@
 //! persistence setting: with `appendonly yes` and `appendfsync always`, Redis syncs its AOF
 //! before it replies, so everything whose append returned survives (this is what
 //! `scripts/redis` configures); with `appendfsync everysec` up to about one second of
-//! acknowledged writes can be lost. Replicas do not change this (replication is
-//! asynchronous) unless the operator adds `WAIT`.
+//! acknowledged writes can be lost. That protects against a crash of the Redis process,
+//! not against the loss of its machine; replicas alone do not change this (replication is
+//! asynchronous). See the next two sections for what does.
+//!
+//! # Sentinel
+//!
+//! With [`RedisConfig::sentinel`] the queue finds the primary through Sentinels
+//! (`SENTINEL get-master-addr-by-name`, each Sentinel in turn) and accepts an address only
+//! when the server there answers `ROLE` with `master`. It resolves the primary again after a
+//! connection error, a `READONLY` answer, a `ROLE` check that found a replica, or a
+//! `+switch-master` message for its master from any Sentinel (it subscribes to each). The
+//! redis crate's own Sentinel client resolves once and keeps the address after a failover,
+//! hence this small wrapper (`link.rs`). A call that failed because the primary moved
+//! without running anything (`READONLY`, a refused connection) is sent once more to the new
+//! one; an append that failed because the primary moved is sent once more whole (a payload
+//! the first try stored is then found queued: [`Appended::Duplicate`](crate::Appended)).
+//! The ids of a large append are reserved and written on the same connection: a newly
+//! promoted primary may hand out the same ids again, so an append whose primary changed
+//! between the two steps fails (and is sent once more) instead of writing under them.
+//!
+//! On a Sentinel link every append (and lease) ends with `ROLE` in the same pipeline: a
+//! server demoted meanwhile never acknowledges one. The scripts are loaded again when a new
+//! primary does not have them (`NOSCRIPT` means nothing ran), so the first append after a
+//! failover succeeds (tested: `tests/redis_failover.rs`). Sentinels are reached without
+//! authentication; the primary with [`RedisConfig::url`]'s credentials and database.
+//!
+//! # Replicated appends
+//!
+//! With [`RedisConfig::min_replicas`] `N > 0`, an append returns only after `WAIT N
+//! timeout` confirmed that `N` replicas received its writes; fewer within
+//! [`RedisConfig::replica_timeout`] fails it (the relay answers its items 503, the client
+//! sends them again, and de-duplication by payload keeps that exact while the first copy is
+//! queued). `WAIT` is sent after the `EXEC`s and the script call, never inside them (where
+//! it does not block), and in the same pipeline, so on the same connection: a `WAIT` sent on
+//! a reconnected connection has nothing of its own to wait for and would confirm at once.
+//! Leases are confirmed the same way, so a consumer never hands out a message a failover
+//! could take back.
+//!
+//! What it promises, in Redis's words (the `WAIT` reference): it "does not make Redis a
+//! strongly consistent store"; Sentinel makes "a best-effort attempt to promote the best
+//! replica", so "it is possible to still lose a write synchronously replicated to multiple
+//! replicas". What it buys: an acknowledged append survives the loss of one
+//! machine — the primary, its disk and everything not yet sent from it — because Sentinel
+//! promotes the replica with the most data, and one of them has it (with 2 replicas and
+//! `N = 1`, tested with the replication link slowed to 300 ms: 0 of the acknowledged lost;
+//! with `N = 0` thousands). A *forced* failover (`SENTINEL FAILOVER`) is the case `N = 1`
+//! does not cover: one replica is promoted while the other still follows the old primary
+//! for up to a second, and a write confirmed by that one alone is lost; `N` equal to the
+//! number of replicas closes that window (tested: 20 forced failovers under load, 0 lost, 0
+//! stored twice), at the price of refusing appends while any replica is down. Two
+//! simultaneous machine losses, or a network partition that isolates a primary with its
+//! clients, are beyond it. On the server, set `min-replicas-to-write N` (and
+//! `min-replicas-max-lag`) as well: then a primary cut off from its replicas refuses writes
+//! itself instead of accepting ones no client will count.
 //!
 //! # Migration
 //!
@@ -98,21 +150,23 @@
 //! once). Processes of both versions must not share a queue: stop the old ones
 //! before starting the new.
 //!
-//! Cluster mode is not supported: the keys are not hash-tagged into one slot.
+//! Redis Cluster is not supported: the keys are not hash-tagged into one slot.
 
+mod link;
 mod scripts;
 mod write;
 
 #[cfg(test)]
 mod migrate_tests;
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::message::{DeadLetter, Lease, Message, MessageId, Rescheduled, Selection, Stats};
 use crate::{record, QueueOptions, Timestamp};
+use link::Link;
+pub use link::SentinelConfig;
 use scripts::Scripts;
 
 /// Default stream name, from reference 004 ch. 5.
@@ -140,6 +194,11 @@ pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
 /// at most 1 s apart).
 pub const RECONNECT_TRIES: usize = 3;
 
+/// Default [`RedisConfig::replica_timeout`]: how long an append waits for its replicas.
+/// On a healthy network a replica confirms within milliseconds; 2 s rides out a busy one
+/// and still answers a client (with an error it retries) well within its own timeouts.
+pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// The most messages one [`RedisQueue::lease`] returns (Lua's `unpack` limit is ~8000).
 pub const MAX_LEASE: usize = 1000;
 
@@ -161,6 +220,17 @@ pub struct RedisConfig {
     /// [`MAX_LEASE`] is used. Default [`DEFAULT_SMALL_APPEND`]. Both paths store the same
     /// keys and values.
     pub small_append: usize,
+    /// Find the primary through these Sentinels instead of at `url`'s address (`url` then
+    /// gives only the credentials and database). See "Sentinel" in the module
+    /// documentation.
+    pub sentinel: Option<SentinelConfig>,
+    /// An append returns only once this many replicas confirmed it (`WAIT`); fewer within
+    /// [`Self::replica_timeout`] fails the append. 0 (the default): no wait. See
+    /// "Replicated appends" in the module documentation.
+    pub min_replicas: usize,
+    /// How long an append waits for [`Self::min_replicas`] replicas. Default
+    /// [`DEFAULT_REPLICA_TIMEOUT`].
+    pub replica_timeout: Duration,
     /// Lease timeout, consumer name, clock.
     pub options: QueueOptions,
 }
@@ -174,7 +244,19 @@ impl RedisConfig {
             group: DEFAULT_GROUP.to_owned(),
             chunk: DEFAULT_CHUNK,
             small_append: DEFAULT_SMALL_APPEND,
+            sentinel: None,
+            min_replicas: 0,
+            replica_timeout: DEFAULT_REPLICA_TIMEOUT,
             options: QueueOptions::default(),
+        }
+    }
+
+    /// Defaults for a queue on the primary that `sentinel` names (no credentials, database
+    /// 0; set [`Self::url`] to `redis://[user:password@]any-host[/db]` for others).
+    pub fn sentinel(sentinel: SentinelConfig) -> Self {
+        RedisConfig {
+            sentinel: Some(sentinel),
+            ..RedisConfig::new("redis://sentinel-primary")
         }
     }
 }
@@ -187,6 +269,9 @@ impl std::fmt::Debug for RedisConfig {
             .field("group", &self.group)
             .field("chunk", &self.chunk)
             .field("small_append", &self.small_append)
+            .field("sentinel", &self.sentinel)
+            .field("min_replicas", &self.min_replicas)
+            .field("replica_timeout", &self.replica_timeout)
             .field("options", &self.options)
             .finish()
     }
@@ -253,7 +338,7 @@ impl Keys {
 /// The Redis queue. Cheap to clone (clones share the connection).
 #[derive(Clone)]
 pub struct RedisQueue {
-    conn: ConnectionManager,
+    link: Link,
     scripts: Arc<Scripts>,
     keys: Arc<Keys>,
     config: Arc<RedisConfig>,
@@ -286,6 +371,16 @@ impl RedisQueue {
                 ));
             }
         }
+        if config.min_replicas > 0
+            && (config.replica_timeout.is_zero() || config.replica_timeout >= RESPONSE_TIMEOUT)
+        {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "replica_timeout must be above zero and below the response timeout                      ({RESPONSE_TIMEOUT:?}) when min_replicas is set (WAIT 0 would wait forever)"
+                ),
+            ));
+        }
         if config.chunk == 0 {
             return Err(Error::new(
                 ErrorKind::InvalidInput,
@@ -293,7 +388,7 @@ impl RedisQueue {
             ));
         }
         let shown = redact(&config.url);
-        let client = redis::Client::open(config.url.as_str()).map_err(|e| {
+        let info: redis::ConnectionInfo = config.url.as_str().parse().map_err(|e| {
             Error::with_source(
                 ErrorKind::InvalidInput,
                 format!(
@@ -303,32 +398,11 @@ impl RedisQueue {
                 e,
             )
         })?;
-        let manager = ConnectionManagerConfig::new()
-            .set_connection_timeout(CONNECT_TIMEOUT)
-            .set_response_timeout(RESPONSE_TIMEOUT)
-            .set_number_of_retries(RECONNECT_TRIES)
-            .set_factor(100)
-            .set_max_delay(1000);
-        let connecting = ConnectionManager::new_with_config(client, manager);
-        let mut conn = match tokio::time::timeout(CONNECT_TIMEOUT * 2, connecting).await {
-            Ok(Ok(c)) => c,
-            Ok(Err(e)) => {
-                return Err(Error::with_source(
-                    ErrorKind::Redis,
-                    format!("cannot connect to Redis at {shown}"),
-                    e,
-                ))
-            }
-            Err(_) => {
-                return Err(Error::new(
-                    ErrorKind::Redis,
-                    format!(
-                        "cannot connect to Redis at {shown}: no answer within {:?}",
-                        CONNECT_TIMEOUT * 2
-                    ),
-                ))
-            }
+        let link = match &config.sentinel {
+            None => Link::direct(info, &shown).await?,
+            Some(sentinel) => Link::sentinel(info, sentinel.clone()).await?,
         };
+        let mut conn = link.get().await?.conn;
         let created: redis::RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
             .arg(&config.stream)
@@ -351,7 +425,7 @@ impl RedisQueue {
         }
         let queue = RedisQueue {
             keys: Arc::new(Keys::new(&config.stream)),
-            conn,
+            link,
             scripts: Arc::new(scripts),
             config: Arc::new(config),
         };
@@ -386,6 +460,12 @@ impl RedisQueue {
         &self.config.stream
     }
 
+    /// The address (`host:port`) commands go to now: with Sentinels, the primary last
+    /// resolved.
+    pub fn primary(&self) -> String {
+        self.link.addr()
+    }
+
     fn now(&self) -> Timestamp {
         self.config.options.clock.now()
     }
@@ -407,28 +487,74 @@ impl RedisQueue {
         Ok(v)
     }
 
-    /// Sends a pipeline of script calls; if Redis lost its script cache (a restart), loads
-    /// the scripts and sends it again (a NOSCRIPT reply means no script ran).
+    /// Sends a pipeline of script calls; if Redis lost its script cache (a restart, a
+    /// failover to a replica that never loaded them), loads the scripts and sends it again
+    /// (a NOSCRIPT reply means no script ran). On a Sentinel link a failure marks the
+    /// connection stale (the next call resolves the primary again), and a call refused
+    /// because the server is a replica now (`READONLY`) or the connection was refused (so
+    /// nothing ran) is sent once more to the primary resolved anew.
     async fn run_pipe<T: redis::FromRedisValue>(
         &self,
         what: &str,
         pipe: &redis::Pipeline,
     ) -> Result<T> {
-        let mut conn = self.conn.clone();
-        match pipe.query_async(&mut conn).await {
-            Ok(v) => Ok(v),
-            Err(e) if e.kind() == redis::ErrorKind::NoScriptError => {
-                for s in self.scripts.all() {
-                    s.prepare_invoke()
-                        .load_async(&mut conn)
-                        .await
-                        .map_err(|e| redis_err("reloading the queue scripts", e))?;
+        self.run_pipe_pinned(what, pipe, None).await
+    }
+
+    /// [`Self::run_pipe`], pinned to one connection when `pin` is given: the first call
+    /// records the connection's generation there, a later one with the same `pin` fails
+    /// (and sends nothing) if the primary was resolved anew since, and is not sent again.
+    /// For the steps of one operation that must reach the same server (ids reserved on one
+    /// primary must be written there: a newly promoted one may hand out the same ids).
+    async fn run_pipe_pinned<T: redis::FromRedisValue>(
+        &self,
+        what: &str,
+        pipe: &redis::Pipeline,
+        mut pin: Option<&mut Option<u64>>,
+    ) -> Result<T> {
+        let mut again = self.link.is_sentinel() && pin.is_none();
+        loop {
+            let handle = self.link.get().await?;
+            if let Some(pin) = pin.as_deref_mut() {
+                match *pin {
+                    None => *pin = Some(handle.generation),
+                    Some(g) if g != handle.generation => {
+                        return Err(Error::new(
+                            ErrorKind::Redis,
+                            format!(
+                                "redis: {what} failed: the primary moved to {} during the \
+                                 operation; nothing was acknowledged: send it again",
+                                self.link.addr()
+                            ),
+                        ));
+                    }
+                    Some(_) => {}
                 }
-                pipe.query_async(&mut conn)
-                    .await
-                    .map_err(|e| redis_err(what, e))
             }
-            Err(e) => Err(redis_err(what, e)),
+            let mut conn = handle.conn;
+            let mut sent = pipe.query_async(&mut conn).await;
+            if matches!(&sent, Err(e) if e.kind() == redis::ErrorKind::NoScriptError) {
+                for s in self.scripts.all() {
+                    if let Err(e) = s.prepare_invoke().load_async(&mut conn).await {
+                        self.link.failed(handle.generation);
+                        return Err(redis_err("reloading the queue scripts", e));
+                    }
+                }
+                sent = pipe.query_async(&mut conn).await;
+            }
+            match sent {
+                Ok(v) => return Ok(v),
+                Err(e) => {
+                    self.link.failed(handle.generation);
+                    let nothing_ran =
+                        e.kind() == redis::ErrorKind::ReadOnly || e.is_connection_refusal();
+                    if again && nothing_ran {
+                        again = false;
+                        continue;
+                    }
+                    return Err(redis_err(what, e));
+                }
+            }
         }
     }
 

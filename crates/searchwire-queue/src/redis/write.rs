@@ -4,7 +4,7 @@
 use redis::Value;
 use std::collections::HashMap;
 
-use super::{redis_err, RedisQueue, MAX_LEASE};
+use super::{RedisQueue, MAX_LEASE};
 use crate::error::{Error, Result};
 use crate::message::{
     Appended, Lease, LeaseToken, Message, MessageId, NewMessage, PayloadHash, Replayed, Selection,
@@ -104,11 +104,32 @@ impl RedisQueue {
     /// [`RedisConfig::small_append`](super::RedisConfig::small_append) messages: one script
     /// call ([`Self::append_small`]); more: an id reservation, then the transactions of
     /// [`Self::store_new`].
+    ///
+    /// With [`RedisConfig::min_replicas`](super::RedisConfig::min_replicas) above 0 it
+    /// returns only once that many replicas confirmed the writes, and on a Sentinel link only
+    /// once the server that ran them still answered `ROLE` with `master` after them (see
+    /// "Replicated appends" in the module documentation). On a Sentinel link an append that failed because the primary
+    /// moved is sent once more to the new one: a payload the first try stored is then found
+    /// queued ([`Appended::Duplicate`]), so nothing is stored twice.
     pub async fn append(&self, batch: Vec<NewMessage>) -> Result<Vec<Appended>> {
         crate::check_batch(&batch)?;
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        let generation = self.link.generation();
+        match self.append_once(&batch).await {
+            Err(e)
+                if self.link.is_stale()
+                    || (self.link.is_sentinel() && self.link.generation() != generation) =>
+            {
+                tracing::debug!(error = %e, "redis: append failed as the primary moved; sending it again");
+                self.append_once(&batch).await
+            }
+            done => done,
+        }
+    }
+
+    async fn append_once(&self, batch: &[NewMessage]) -> Result<Vec<Appended>> {
         let now = self.now();
         // Duplicates within the batch are found here; Redis sees each payload once.
         let mut first_of: HashMap<PayloadHash, usize> = HashMap::with_capacity(batch.len());
@@ -125,9 +146,11 @@ impl RedisQueue {
             distinct.push((i, hash));
         }
         let (first, queued) = if batch.len() <= self.config.small_append.min(MAX_LEASE) {
-            self.append_small(&batch, &distinct, now).await?
+            self.append_small(batch, &distinct, now).await?
         } else {
-            let first = self.reserve_ids(batch.len()).await?;
+            // The ids and the writes go to the same server (see `run_pipe_pinned`).
+            let mut pin = None;
+            let first = self.reserve_ids(batch.len(), &mut pin).await?;
             let messages: Vec<Stored> = distinct
                 .iter()
                 .map(|&(i, hash)| {
@@ -143,7 +166,7 @@ impl RedisQueue {
                     }
                 })
                 .collect();
-            (first, self.store_new(&messages, now).await?)
+            (first, self.store_new(&messages, now, &mut pin).await?)
         };
         let mut out: Vec<Appended> = Vec::with_capacity(batch.len());
         for (i, s) in same_as.iter().enumerate() {
@@ -160,15 +183,102 @@ impl RedisQueue {
     }
 
     /// Reserves `n` message ids; returns the first.
-    async fn reserve_ids(&self, n: usize) -> Result<u64> {
-        let mut conn = self.conn.clone();
-        let last: u64 = redis::cmd("INCRBY")
-            .arg(self.keys.seq())
-            .arg(n)
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| redis_err("reserving message ids", e))?;
+    async fn reserve_ids(&self, n: usize, pin: &mut Option<u64>) -> Result<u64> {
+        let mut incr = redis::pipe();
+        incr.cmd("INCRBY").arg(self.keys.seq()).arg(n);
+        let (last,): (u64,) = self
+            .run_pipe_pinned("reserving message ids", &incr, Some(pin))
+            .await?;
         Ok(last + 1 - n as u64)
+    }
+
+    /// Adds to an append's pipeline, after its writes (never inside a `MULTI` or a script,
+    /// where `WAIT` does not block), `WAIT min_replicas timeout` when replicas are required
+    /// and `ROLE` on a Sentinel link. Both travel in the same pipeline as the writes, so on
+    /// the same connection: a reconnect in between cannot make a `WAIT` on a fresh
+    /// connection (which has written nothing, so waits for nothing) confirm them. Returns
+    /// how many answers they add.
+    fn durable_tail(&self, pipe: &mut redis::Pipeline) -> usize {
+        let mut n = 0;
+        if self.config.min_replicas > 0 {
+            pipe.cmd("WAIT")
+                .arg(self.config.min_replicas)
+                .arg(self.config.replica_timeout.as_millis().max(1) as u64);
+            n += 1;
+        }
+        if self.link.is_sentinel() {
+            pipe.cmd("ROLE");
+            n += 1;
+        }
+        n
+    }
+
+    /// Checks the answers [`Self::durable_tail`] added: enough replicas confirmed, and the
+    /// server was still the primary.
+    fn check_tail(&self, what: &str, tail: &[Value]) -> Result<()> {
+        let mut tail = tail.iter();
+        if self.config.min_replicas > 0 {
+            let confirmed = match tail.next() {
+                Some(Value::Int(n)) => *n,
+                other => {
+                    return Err(Error::corrupt(format!(
+                        "unexpected answer to WAIT: {other:?}"
+                    )))
+                }
+            };
+            // Not a reason to look for another primary, nor to send it again here: the write
+            // stands on this one and may be delivered; a copy sent now would be stored
+            // again once the first is delivered. The caller decides.
+            if confirmed < self.config.min_replicas as i64 {
+                return Err(Error::new(
+                    crate::ErrorKind::Redis,
+                    format!(
+                        "redis: {what} failed: only {confirmed} of the {} replicas required confirmed \
+                         it within {:?}, so it does not count (it may survive or not): try \
+                         again (the queue stores a payload once), and check the replicas' \
+                         links (INFO replication)",
+                        self.config.min_replicas, self.config.replica_timeout
+                    ),
+                ));
+            }
+        }
+        if self.link.is_sentinel() {
+            match tail.next() {
+                Some(role) if super::link::is_master(role) => {}
+                _ => {
+                    self.link.mark_stale();
+                    return Err(Error::new(
+                        crate::ErrorKind::Redis,
+                        format!(
+                            "redis: {what} failed: {} is no longer the primary after it (a failover), so \
+                             it does not count: try again",
+                            self.link.addr()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs an append's pipeline with its [`Self::durable_tail`]; returns the answers of
+    /// `pipe`'s own commands.
+    async fn run_durable(
+        &self,
+        what: &str,
+        mut pipe: redis::Pipeline,
+        pin: Option<&mut Option<u64>>,
+    ) -> Result<Vec<Value>> {
+        let added = self.durable_tail(&mut pipe);
+        let mut answers: Vec<Value> = self.run_pipe_pinned(what, &pipe, pin).await?;
+        let tail = answers.split_off(answers.len().saturating_sub(added));
+        if tail.len() != added {
+            return Err(Error::corrupt(
+                "an append's pipeline answered too few values",
+            ));
+        }
+        self.check_tail(what, &tail)?;
+        Ok(answers)
     }
 
     /// A whole append in one `EVALSHA` of `scripts::APPEND_SMALL`: ids, de-duplication and
@@ -192,7 +302,16 @@ impl RedisQueue {
                 .arg(n.retry_at.unwrap_or(now).as_millis())
                 .arg(record::encode_new(n, MessageId(0), &hash, now));
         }
-        let answer: Vec<Value> = self.run("appending", &inv).await?;
+        let mut pipe = redis::pipe();
+        pipe.add_command(inv);
+        let answer = match self.run_durable("appending", pipe, None).await?.pop() {
+            Some(Value::Array(a)) => a,
+            other => {
+                return Err(Error::corrupt(format!(
+                    "unexpected answer of the append script: {other:?}"
+                )))
+            }
+        };
         let Some((Value::Int(first), dups)) = answer.split_first() else {
             return Err(Error::corrupt("the append script answered no first id"));
         };
@@ -211,6 +330,7 @@ impl RedisQueue {
         &self,
         messages: &[Stored],
         now: Timestamp,
+        pin: &mut Option<u64>,
     ) -> Result<Vec<Option<MessageId>>> {
         let k = &self.keys;
         let mut pipe = redis::pipe();
@@ -253,11 +373,7 @@ impl RedisQueue {
             pipe.add_command(dedup).ignore();
             pipe.cmd("EXEC");
         }
-        let mut conn = self.conn.clone();
-        let execs: Vec<Value> = pipe
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| redis_err("appending", e))?;
+        let execs = self.run_durable("appending", pipe, Some(pin)).await?;
         let mut out = vec![None; messages.len()];
         for (c, exec) in execs.iter().enumerate() {
             let items = check_exec(exec)?;
@@ -271,7 +387,9 @@ impl RedisQueue {
 
     /// See [`Queue::lease`](crate::Queue::lease). At most [`MAX_LEASE`] per call. Two round
     /// trips: the lease script (which returns ids), then one `HMGET` of the records — a
-    /// record acked meanwhile by someone else is skipped (it was delivered).
+    /// record acked meanwhile by someone else is skipped (it was delivered). With
+    /// replicas required, the lease script's writes are confirmed like an append's
+    /// before anything is handed out.
     pub async fn lease(&self, max: usize) -> Result<Vec<Lease>> {
         let now = self.now();
         let expires_at = now.saturating_add(self.config.options.lease_timeout);
@@ -282,7 +400,14 @@ impl RedisQueue {
             .arg(expires_at.as_millis())
             .arg(&now.as_millis().to_be_bytes()[..])
             .arg(crate::LEASE_EXPIRED);
-        let values: Vec<Value> = self.run("leasing", &inv).await?;
+        // Confirmed like an append: a lease a failover could take back would hand out
+        // messages whose append may not have counted (and may be resent under a new id).
+        let mut pipe = redis::pipe();
+        pipe.add_command(inv);
+        let values = match self.run_durable("leasing", pipe, None).await?.pop() {
+            Some(Value::Array(v)) => v,
+            _ => return Err(Error::corrupt("unexpected answer of the lease script")),
+        };
         let (token, ids) = match values.as_slice() {
             [] => return Ok(Vec::new()),
             [Value::Int(t), Value::Array(ids)] => (*t, ids),
@@ -298,11 +423,7 @@ impl RedisQueue {
             };
             get.arg(id);
         }
-        let mut conn = self.conn.clone();
-        let records: Vec<Option<Vec<u8>>> = get
-            .query_async(&mut conn)
-            .await
-            .map_err(|e| redis_err("reading leased messages", e))?;
+        let records: Vec<Option<Vec<u8>>> = self.run("reading leased messages", &get).await?;
         records
             .into_iter()
             .flatten()

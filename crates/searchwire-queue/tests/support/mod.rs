@@ -4,10 +4,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod sentinel;
+
+use searchwire_queue::redis::SentinelConfig;
 use searchwire_queue::{EmbeddedConfig, ManualClock, Queue, QueueOptions, RedisConfig, Timestamp};
 
 /// The Redis URL of the test server (`scripts/redis start`).
 pub const REDIS_ENV: &str = "SEARCHWIRE_TEST_REDIS";
+/// The Sentinels (`HOST:PORT,...`, master `searchwire`) of a test set
+/// (`scripts/redis sentinel-start`).
+pub const SENTINEL_ENV: &str = "SEARCHWIRE_TEST_REDIS_SENTINEL";
 /// Set to 1 (scripts/test does) to make the Redis tests fail instead of skip without one.
 pub const REQUIRE_ENV: &str = "SEARCHWIRE_REQUIRE_REDIS";
 
@@ -25,6 +31,8 @@ pub enum Backend {
     RedisTransactions,
     /// Redis with every append (up to `MAX_LEASE` messages) one script call.
     RedisOneCall,
+    /// Redis through Sentinels, every append confirmed by a replica (`min_replicas` 1).
+    RedisSentinel,
 }
 
 /// The Redis URL, or `None` (skip) when there is none and it is not required.
@@ -36,6 +44,20 @@ pub fn redis_url() -> Option<String> {
                 panic!("{REQUIRE_ENV}=1 but {REDIS_ENV} is not set: start one with scripts/redis start");
             }
             eprintln!("skipping: set {REDIS_ENV} (scripts/redis start) to run the Redis tests");
+            None
+        }
+    }
+}
+
+/// The test Sentinels, or `None` (skip) when there are none and Redis is not required.
+pub fn sentinel_addrs() -> Option<Vec<String>> {
+    match std::env::var(SENTINEL_ENV) {
+        Ok(u) if !u.is_empty() => Some(u.split(',').map(str::to_owned).collect()),
+        _ => {
+            if std::env::var(REQUIRE_ENV).as_deref() == Ok("1") {
+                panic!("{REQUIRE_ENV}=1 but {SENTINEL_ENV} is not set: start a set with scripts/redis sentinel-start");
+            }
+            eprintln!("skipping: set {SENTINEL_ENV} (scripts/redis sentinel-start) to run the Sentinel tests");
             None
         }
     }
@@ -65,6 +87,7 @@ impl Ctx {
             Backend::Redis | Backend::RedisTransactions | Backend::RedisOneCall => {
                 (None, Some(redis_url()?))
             }
+            Backend::RedisSentinel => (None, Some(sentinel_addrs()?.join(","))),
         };
         let mut ctx = Ctx {
             backend,
@@ -102,6 +125,14 @@ impl Ctx {
                     Backend::RedisOneCall => c.small_append = searchwire_queue::redis::MAX_LEASE,
                     _ => {}
                 }
+                Queue::connect_redis(c).await.unwrap()
+            }
+            Backend::RedisSentinel => {
+                let addrs = self.url.as_ref().unwrap().split(',');
+                let mut c = RedisConfig::sentinel(SentinelConfig::new(addrs, sentinel::MASTER));
+                c.stream = self.stream.clone();
+                c.options = self.options(consumer);
+                c.min_replicas = 1;
                 Queue::connect_redis(c).await.unwrap()
             }
         }
