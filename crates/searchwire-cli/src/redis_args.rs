@@ -7,7 +7,7 @@ use clap::Args;
 use searchwire_queue::redis::{SentinelConfig, DEFAULT_REPLICA_TIMEOUT};
 use searchwire_queue::RedisConfig;
 
-use crate::ingest::parse_positive_duration;
+use crate::durations::parse_positive_duration;
 
 /// The Sentinel and replication flags of a Redis queue.
 #[derive(Debug, Clone, Args)]
