@@ -241,10 +241,7 @@ mod tests {
             "two paths naming one field keep it once"
         );
         // A wider path wins over a narrower one.
-        assert_eq!(
-            f("items.*.error.type,items.*.error"),
-            f("items.*.error")
-        );
+        assert_eq!(f("items.*.error.type,items.*.error"), f("items.*.error"));
     }
 
     #[test]
@@ -270,10 +267,7 @@ mod tests {
         assert_eq!(f("errors,-items"), json!({"errors":true}));
         assert_eq!(f("items.*.status,-items.*.status"), json!({}));
         assert_eq!(f("items.*.error.type,-items.*.error"), json!({}));
-        assert_eq!(
-            f("items.*._shards.total,-items.*._shards"),
-            json!({})
-        );
+        assert_eq!(f("items.*._shards.total,-items.*._shards"), json!({}));
         assert_eq!(f("took,-took"), json!({}));
         assert_eq!(f("-*"), json!({}));
         // `_shards` emptied by the exclusion goes; the rest of each item stays.
@@ -321,7 +315,11 @@ mod tests {
             "_shards":{"total":2,"successful":1,"failed":0},"_seq_no":0,"_primary_term":1});
         let p = FilterPath::parse("_id,result").unwrap();
         assert_eq!(p.apply(single), json!({"_id":"4","result":"created"}));
-        assert_eq!(p.apply(json!([1, 2])), json!([1, 2]), "not an object: as it is");
+        assert_eq!(
+            p.apply(json!([1, 2])),
+            json!([1, 2]),
+            "not an object: as it is"
+        );
     }
 
     #[test]

@@ -58,7 +58,9 @@ pub(crate) fn claims(method: &Method, segs: &[&str]) -> bool {
 #[derive(Debug, PartialEq, Eq)]
 enum Route {
     /// `_doc` (`op_type=create` makes it a create) or `_create`.
-    Write { create: bool },
+    Write {
+        create: bool,
+    },
     Delete,
     Update,
 }
@@ -125,7 +127,14 @@ pub(crate) async fn serve(shared: &Shared, req: SingleRequest<'_>) -> Answer {
     };
     metrics::counter!("searchwire_relay_single_requests_total", "op" => item.op.as_str())
         .increment(1);
-    match accept::take(shared, std::slice::from_ref(&item), params.query, req.priority).await {
+    match accept::take(
+        shared,
+        std::slice::from_ref(&item),
+        params.query,
+        req.priority,
+    )
+    .await
+    {
         Err(refused) => refused,
         Ok(mut taken) => match taken.pop() {
             Some(t) => answer(t, params.filter.as_ref()),
@@ -424,7 +433,9 @@ fn valid_index(index: &str) -> Result<(), String> {
         return Err(format!("Invalid index name [{index}], must be lowercase"));
     }
     if index == "." || index == ".." {
-        return Err(format!("Invalid index name [{index}], must not be '.' or '..'"));
+        return Err(format!(
+            "Invalid index name [{index}], must not be '.' or '..'"
+        ));
     }
     Ok(())
 }
@@ -547,10 +558,18 @@ mod tests {
             ]
         );
         assert!(p.filter.is_some());
-        let p = parse(Route::Write { create: false }, &[("op_type", "create"), ("refresh", "false")]).unwrap();
+        let p = parse(
+            Route::Write { create: false },
+            &[("op_type", "create"), ("refresh", "false")],
+        )
+        .unwrap();
         assert!(p.op_create);
         assert!(p.query.is_empty(), "refresh=false is the default");
-        let p = parse(Route::Update, &[("retry_on_conflict", "3"), ("_source", "a,b")]).unwrap();
+        let p = parse(
+            Route::Update,
+            &[("retry_on_conflict", "3"), ("_source", "a,b")],
+        )
+        .unwrap();
         assert_eq!(
             Value::Object(p.meta),
             json!({"retry_on_conflict":3,"_source":["a","b"]})
@@ -567,14 +586,20 @@ mod tests {
         );
         // A parameter of another route is unknown here, as on the cluster.
         let a = parse(Route::Delete, &[("retry_on_conflict", "1")]).unwrap_err();
-        assert!(body(&a)["error"]["reason"].as_str().unwrap().contains("[retry_on_conflict]"));
+        assert!(body(&a)["error"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("[retry_on_conflict]"));
         let a = parse(Route::Write { create: false }, &[("op_type", "bogus")]).unwrap_err();
         assert_eq!(
             body(&a)["error"]["reason"],
             "opType must be 'create' or 'index', found: [bogus]"
         );
         let a = parse(Route::Write { create: false }, &[("if_seq_no", "x")]).unwrap_err();
-        assert!(body(&a)["error"]["reason"].as_str().unwrap().contains("[if_seq_no]"));
+        assert!(body(&a)["error"]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("[if_seq_no]"));
     }
 
     #[test]
@@ -606,9 +631,23 @@ mod tests {
         assert!(it.id_assigned);
         assert_eq!(uuid::Uuid::parse_str(it.id()).unwrap().get_version_num(), 7);
         let p = parse(Route::Write { create: false }, &[("op_type", "create")]).unwrap();
-        let it = build_item(&Route::Write { create: false }, &p, "i", Some("1"), &Bytes::from_static(b"{}")).unwrap();
+        let it = build_item(
+            &Route::Write { create: false },
+            &p,
+            "i",
+            Some("1"),
+            &Bytes::from_static(b"{}"),
+        )
+        .unwrap();
         assert_eq!(it.op, Op::Create);
-        let it = build_item(&Route::Delete, &Params::default(), "i", Some("1"), &Bytes::new()).unwrap();
+        let it = build_item(
+            &Route::Delete,
+            &Params::default(),
+            "i",
+            Some("1"),
+            &Bytes::new(),
+        )
+        .unwrap();
         assert_eq!(it.op, Op::Delete);
         assert_eq!(it.source, None);
     }
@@ -617,24 +656,48 @@ mod tests {
     fn bad_bodies_are_refused_as_opensearch_does() {
         let w = Route::Write { create: false };
         let e = |r: &Route, b: &'static [u8]| {
-            let a = build_item(r, &Params::default(), "i", Some("1"), &Bytes::from_static(b)).unwrap_err();
+            let a = build_item(
+                r,
+                &Params::default(),
+                "i",
+                Some("1"),
+                &Bytes::from_static(b),
+            )
+            .unwrap_err();
             (a.status.as_u16(), body(&a))
         };
         let (s, b) = e(&w, b"");
-        assert_eq!((s, b["error"]["reason"].as_str()), (400, Some("request body is required")));
+        assert_eq!(
+            (s, b["error"]["reason"].as_str()),
+            (400, Some("request body is required"))
+        );
         let (s, b) = e(&w, b"not json");
         assert_eq!(s, 400);
         assert_eq!(b["error"]["type"], "mapper_parsing_exception");
-        assert_eq!(b["error"]["root_cause"][0]["type"], "mapper_parsing_exception");
+        assert_eq!(
+            b["error"]["root_cause"][0]["type"],
+            "mapper_parsing_exception"
+        );
         assert_eq!(e(&w, b"[1]").0, 400);
         assert_eq!(e(&w, b"{} {}").0, 400, "one object, nothing after it");
         let (_, b) = e(&Route::Update, b"{}");
-        assert_eq!(b["error"]["reason"], "Validation Failed: 1: script or doc is missing;");
+        assert_eq!(
+            b["error"]["reason"],
+            "Validation Failed: 1: script or doc is missing;"
+        );
         let (_, b) = e(&Route::Update, b"{\"doc\":{},\"bogus\":1}");
         assert_eq!(b["error"]["type"], "x_content_parse_exception");
-        assert!(build_item(&Route::Update, &Params::default(), "i", Some("1"),
-            &Bytes::from_static(b"{\"doc\":{\"a\":1},\"upsert\":{\"a\":0}}")).is_ok());
-        assert!(is_scripted(&Bytes::from_static(b"{\"script\":{\"source\":\"x\"}}")));
+        assert!(build_item(
+            &Route::Update,
+            &Params::default(),
+            "i",
+            Some("1"),
+            &Bytes::from_static(b"{\"doc\":{\"a\":1},\"upsert\":{\"a\":0}}")
+        )
+        .is_ok());
+        assert!(is_scripted(&Bytes::from_static(
+            b"{\"script\":{\"source\":\"x\"}}"
+        )));
         assert!(!is_scripted(&Bytes::from_static(b"{\"doc\":{}}")));
     }
 
@@ -645,8 +708,11 @@ mod tests {
             body: body.as_object().unwrap().clone(),
         };
         let a = answer(
-            t(201, json!({"_index":"i","_id":"1","_version":1,"result":"created","status":201,
-                          "_shards":{"total":2,"successful":1,"failed":0},"_seq_no":0,"_primary_term":1})),
+            t(
+                201,
+                json!({"_index":"i","_id":"1","_version":1,"result":"created","status":201,
+                          "_shards":{"total":2,"successful":1,"failed":0},"_seq_no":0,"_primary_term":1}),
+            ),
             None,
         );
         assert_eq!(a.status, 201);
@@ -656,27 +722,52 @@ mod tests {
                    "_shards":{"total":2,"successful":1,"failed":0},"_seq_no":0,"_primary_term":1})
         );
         let a = answer(
-            t(404, json!({"_index":"i","_id":"1","_version":1,"result":"not_found","status":404})),
+            t(
+                404,
+                json!({"_index":"i","_id":"1","_version":1,"result":"not_found","status":404}),
+            ),
             FilterPath::parse("result").as_ref(),
         );
-        assert_eq!((a.status.as_u16(), body(&a)), (404, json!({"result":"not_found"})));
+        assert_eq!(
+            (a.status.as_u16(), body(&a)),
+            (404, json!({"result":"not_found"}))
+        );
         let a = answer(
-            t(409, json!({"_index":"i","_id":"1","status":409,
-                "error":{"type":"version_conflict_engine_exception","reason":"r","index":"i","shard":"0","index_uuid":"u"}})),
+            t(
+                409,
+                json!({"_index":"i","_id":"1","status":409,
+                "error":{"type":"version_conflict_engine_exception","reason":"r","index":"i","shard":"0","index_uuid":"u"}}),
+            ),
             FilterPath::parse("result").as_ref(),
         );
         assert_eq!(a.status, 409);
         let e = json!({"type":"version_conflict_engine_exception","reason":"r","index":"i","shard":"0","index_uuid":"u"});
         let mut full = e.clone();
         full["root_cause"] = json!([e]);
-        assert_eq!(body(&a), json!({"error": full, "status": 409}), "errors are not filtered");
+        assert_eq!(
+            body(&a),
+            json!({"error": full, "status": 409}),
+            "errors are not filtered"
+        );
         let a = answer(
-            t(200, json!({"_index":"i","_id":"1","result":"queued","status":200})),
+            t(
+                200,
+                json!({"_index":"i","_id":"1","result":"queued","status":200}),
+            ),
             None,
         );
-        assert_eq!((a.status, body(&a)), (QUEUED_STATUS, json!({"_index":"i","_id":"1","result":"queued"})));
+        assert_eq!(
+            (a.status, body(&a)),
+            (
+                QUEUED_STATUS,
+                json!({"_index":"i","_id":"1","result":"queued"})
+            )
+        );
         // `caused_by` stays on the error, not in the root cause.
-        let v = error_object(json!({"type":"a","reason":"b","caused_by":{"type":"c","reason":"d"}}), 400);
+        let v = error_object(
+            json!({"type":"a","reason":"b","caused_by":{"type":"c","reason":"d"}}),
+            400,
+        );
         assert_eq!(v["error"]["root_cause"], json!([{"type":"a","reason":"b"}]));
         assert_eq!(v["error"]["caused_by"]["type"], "c");
     }
