@@ -13,6 +13,11 @@
 //!   left empty is left out, so nothing matched is `{}`;
 //! - an empty `filter_path` filters nothing.
 //!
+//! Elastic's go-docappender (the bulk appender of APM Server and the OpenTelemetry
+//! Collector's Elasticsearch exporter) asks for
+//! `items.*._index,items.*.status,items.*.error.type,items.*.error.reason` (later versions add
+//! `items.*.failure_store`).
+//!
 //! Error answers are not filtered (OpenSearch builds them without the filter), so the
 //! caller applies this to success answers only.
 
@@ -226,6 +231,12 @@ mod tests {
                 {"create":{"_index":"t3","status":409,
                            "error":{"type":"version_conflict_engine_exception","reason":"conflict"}}},
                 {"delete":{"_index":"t3","status":404}}]})
+        );
+        // Its later versions add `failure_store` (absent here: nothing more is kept), and
+        // Go's `url.Values.Encode` sends it percent-encoded (decoded before parsing).
+        assert_eq!(
+            f("items.*._index,items.*.status,items.*.failure_store,items.*.error.type,items.*.error.reason"),
+            f("items.*._index,items.*.status,items.*.error.type,items.*.error.reason"),
         );
         assert_eq!(
             f("items.index.status"),

@@ -363,6 +363,14 @@ fn answer(t: Taken, filter: Option<&FilterPath>) -> Answer {
         Some(error) => Answer::json(code, &error_object(error, status)),
         None => {
             body.remove("status");
+            // A noop wrote nothing to any shard: the single-document answer says 0 of 0,
+            // where the bulk item reports its request's shards.
+            if body.get("result").and_then(Value::as_str) == Some("noop") {
+                body.insert(
+                    "_shards".into(),
+                    json!({"total": 0, "successful": 0, "failed": 0}),
+                );
+            }
             Answer::json(code, &filtered(body, filter))
         }
     }
@@ -720,6 +728,19 @@ mod tests {
             body(&a),
             json!({"_index":"i","_id":"1","_version":1,"result":"created",
                    "_shards":{"total":2,"successful":1,"failed":0},"_seq_no":0,"_primary_term":1})
+        );
+        let a = answer(
+            t(
+                200,
+                json!({"_index":"i","_id":"1","_version":2,"result":"noop","status":200,
+                          "_shards":{"total":2,"successful":2,"failed":0},"_seq_no":1,"_primary_term":1}),
+            ),
+            None,
+        );
+        assert_eq!(
+            (a.status.as_u16(), &body(&a)["_shards"]),
+            (200, &json!({"total":0,"successful":0,"failed":0})),
+            "a noop touched no shard"
         );
         let a = answer(
             t(
