@@ -16,13 +16,12 @@ mod real_support;
 mod relay_support;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use fidelity_support::{assert_same, steady_index};
 use real_support::{tmp, OPENSEARCH};
 use relay_support::{free_port, http, spawn_relay, terminate};
 use searchwire::Client;
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
 const DIRECT: &str = "sw-fidelity-direct";
 const RELAYED: &str = "sw-fidelity-relay";
