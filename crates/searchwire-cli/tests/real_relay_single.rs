@@ -53,7 +53,9 @@ fn normalize(v: &mut Value) {
             for (k, x) in m.iter_mut() {
                 match k.as_str() {
                     "index_uuid" if x.is_string() => *x = Value::from("<uuid>"),
-                    "_seq_no" | "_primary_term" if x.is_number() => *x = Value::from("<number>"),
+                    "_seq_no" | "_primary_term" | "took" if x.is_number() => {
+                        *x = Value::from("<number>")
+                    }
                     "error" if x.is_string() => {
                         *x = Value::from(allowed_sorted(x.as_str().unwrap_or("")))
                     }
@@ -328,6 +330,56 @@ fn the_relay_answers_single_document_writes_as_opensearch_does() {
         assert_eq!(status, 200, "{h}");
         let h: Value = serde_json::from_str(&h).unwrap();
         assert_eq!(h["backlog"], 0, "nothing was queued: {h}");
+        terminate(relay).await;
+    });
+}
+
+/// `filter_path` on bulk answers, the relay's next to the node's: the forms clients send
+/// (go-docappender's, `items.*.error`, `took,errors,items.*.status`), exclusions, `**`, and
+/// a filter that matches nothing.
+#[test]
+fn the_relay_filters_bulk_answers_as_opensearch_does() {
+    let Some(urls) = OPENSEARCH.urls("real_relay_single") else {
+        return;
+    };
+    let rt = real_support::runtime();
+    rt.block_on(async {
+        let client = Client::builder().nodes(urls.clone()).build().unwrap();
+        let (direct, relayed) = ("sw-filter-direct", "sw-filter-relay");
+        steady_index(&client, direct).await;
+        steady_index(&client, relayed).await;
+        let node: SocketAddr = urls[0].trim_start_matches("http://").parse().unwrap();
+        let queue = tmp("filter-queue");
+        let relay = spawn_relay(&urls.join(","), &queue, free_port(), &[]).await;
+        let body = concat!(
+            "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n",
+            "{\"create\":{\"_id\":\"1\"}}\n{\"n\":1}\n",
+            "{\"delete\":{\"_id\":\"missing\"}}\n",
+            "{\"index\":{\"_id\":\"2\"}}\n{\"n\":\"not a number\"}\n",
+        );
+        for filter in [
+            "items.*._index,items.*.status,items.*.error.type,items.*.error.reason",
+            "items.*._index,items.*.status,items.*.failure_store,items.*.error.type,items.*.error.reason",
+            "items.*.error",
+            "took,errors,items.*.status",
+            "errors,items.*.status,items.*.result,items.*.error.type,items.*.error.reason",
+            "-took",
+            "-items.*._shards,-took",
+            "-items.*.error.*",
+            "items.*.status,-items.*.status",
+            "errors,-items",
+            "**.status",
+            "items.**.type",
+            "*.*._id",
+            "items.*._shards.*",
+            "nomatch",
+        ] {
+            let path = format!("/{{index}}/_bulk?filter_path={}", filter.replace(',', "%2C"));
+            let d = call(node, direct, "POST", &path, body).await;
+            let r = call(relay.addr, relayed, "POST", &path, body).await;
+            assert_eq!((d.status, r.status), (200, 200), "{filter}: {} / {}", d.raw, r.raw);
+            assert_same(&format!("filter_path={filter}"), &d.norm, &r.norm);
+        }
         terminate(relay).await;
     });
 }
