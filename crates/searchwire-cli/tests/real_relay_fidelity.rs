@@ -17,10 +17,9 @@ mod relay_support;
 
 use std::net::SocketAddr;
 
-use fidelity_support::{assert_same, steady_index};
-use real_support::{tmp, OPENSEARCH};
-use relay_support::{free_port, http, spawn_relay, terminate};
-use searchwire::Client;
+use fidelity_support::{assert_same, twins};
+use real_support::OPENSEARCH;
+use relay_support::{http, terminate};
 use serde_json::{Map, Value};
 
 const DIRECT: &str = "sw-fidelity-direct";
@@ -87,12 +86,7 @@ fn the_relay_answers_bulk_requests_as_opensearch_does() {
     };
     let rt = real_support::runtime();
     rt.block_on(async {
-        let client = Client::builder().nodes(urls.clone()).build().unwrap();
-        steady_index(&client, DIRECT).await;
-        steady_index(&client, RELAYED).await;
-        let node: SocketAddr = urls[0].trim_start_matches("http://").parse().unwrap();
-        let queue = tmp("fidelity-queue");
-        let relay = spawn_relay(&urls.join(","), &queue, free_port(), &[]).await;
+        let (node, relay) = twins(&urls, DIRECT, RELAYED, "fidelity-queue").await;
 
         let (d, r) = both(
             node,

@@ -19,10 +19,9 @@ mod relay_support;
 
 use std::net::SocketAddr;
 
-use fidelity_support::{assert_same, steady_index};
-use real_support::{tmp, OPENSEARCH};
-use relay_support::{free_port, http, spawn_relay, terminate};
-use searchwire::Client;
+use fidelity_support::{assert_same, twins};
+use real_support::OPENSEARCH;
+use relay_support::{http, terminate};
 use serde_json::Value;
 
 const DIRECT: &str = "sw-single-direct";
@@ -172,12 +171,7 @@ fn the_relay_answers_single_document_writes_as_opensearch_does() {
     };
     let rt = real_support::runtime();
     rt.block_on(async {
-        let client = Client::builder().nodes(urls.clone()).build().unwrap();
-        steady_index(&client, DIRECT).await;
-        steady_index(&client, RELAYED).await;
-        let node: SocketAddr = urls[0].trim_start_matches("http://").parse().unwrap();
-        let queue = tmp("single-queue");
-        let relay = spawn_relay(&urls.join(","), &queue, free_port(), &[]).await;
+        let (node, relay) = twins(&urls, DIRECT, RELAYED, "single-queue").await;
         let p = Pair {
             node,
             relay: relay.addr,
@@ -308,6 +302,9 @@ fn the_relay_answers_single_document_writes_as_opensearch_does() {
         p.same("GET", "/{index}/_update/7", "").await;
         p.same("PUT", "/BAD/_doc/7", "{\"n\":1}").await;
         p.same("PUT", "/_bad/_doc/7", "{\"n\":1}").await;
+        for bad in ["a*b", "a:b", "a%23b", "a%20b", "a,b"] {
+            p.same("PUT", &format!("/{bad}/_doc/7"), "{\"n\":1}").await;
+        }
         p.same("POST", "/{index}/_update/7", "{}").await;
         p.same_kind("PUT", "/{index}/_doc/7", "").await;
         p.same_kind("PUT", "/{index}/_doc/7", "not json").await;
@@ -344,13 +341,8 @@ fn the_relay_filters_bulk_answers_as_opensearch_does() {
     };
     let rt = real_support::runtime();
     rt.block_on(async {
-        let client = Client::builder().nodes(urls.clone()).build().unwrap();
         let (direct, relayed) = ("sw-filter-direct", "sw-filter-relay");
-        steady_index(&client, direct).await;
-        steady_index(&client, relayed).await;
-        let node: SocketAddr = urls[0].trim_start_matches("http://").parse().unwrap();
-        let queue = tmp("filter-queue");
-        let relay = spawn_relay(&urls.join(","), &queue, free_port(), &[]).await;
+        let (node, relay) = twins(&urls, direct, relayed, "filter-queue").await;
         let body = concat!(
             "{\"index\":{\"_id\":\"1\"}}\n{\"n\":1}\n",
             "{\"create\":{\"_id\":\"1\"}}\n{\"n\":1}\n",

@@ -208,7 +208,8 @@ pub(crate) async fn take(
         }
     };
     let mut out = Vec::with_capacity(items.len());
-    let (mut indexed, mut failed, mut queued_n, mut unqueued) = (0u64, 0u64, 0u64, 0u64);
+    let (mut indexed, mut failed, mut queued_n, mut unqueued, mut not_queued) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     for (item, outcome) in items.iter().zip(outcomes) {
         let (status, body) = match outcome {
             // Refused with a request of other items that were not all refused: the refusal
@@ -235,7 +236,7 @@ pub(crate) async fn take(
                 (status, body)
             }
             Verdict::Retry(reason) if conditional(item) => {
-                unqueued += 1;
+                not_queued += 1;
                 (503, error_body(item, 503, NOT_QUEUED, &format!(
                     "the cluster could not take this conditional write (if_seq_no/if_primary_term) now ({reason}); \
                      a conditional write is not queued: send it again, or re-read the document first"
@@ -261,6 +262,7 @@ pub(crate) async fn take(
         ("failed", failed),
         ("queued", queued_n),
         ("queue_error", unqueued),
+        ("not_queued", not_queued),
     ] {
         if n > 0 {
             metrics::counter!("searchwire_relay_items_total", "outcome" => outcome).increment(n);

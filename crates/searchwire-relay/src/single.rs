@@ -421,16 +421,24 @@ fn no_handler(method: &Method, path: &str) -> Answer {
 }
 
 /// OpenSearch's index name rules (`MetadataCreateIndexService.validateIndexOrAliasName`),
-/// with its wording.
+/// checked in its order, with its wording.
 fn valid_index(index: &str) -> Result<(), String> {
-    const BAD: &[char] = &['\\', '/', '*', '?', '"', '<', '>', '|', ' ', ',', '#', ':'];
+    const BAD: &[char] = &[' ', '"', '*', '\\', '<', '|', ',', '>', '/', '?'];
     if index.is_empty() {
         return Err("Invalid index name [], must not be empty".into());
     }
-    if let Some(c) = index.chars().find(|c| BAD.contains(c)) {
+    if index.contains(BAD) {
         return Err(format!(
-            "Invalid index name [{index}], must not contain the following characters [{c}]"
+            "Invalid index name [{index}], must not contain the following characters \
+             [ , \", *, \\, <, |, ,, >, /, ?]"
         ));
+    }
+    for c in ['#', ':'] {
+        if index.contains(c) {
+            return Err(format!(
+                "Invalid index name [{index}], must not contain '{c}'"
+            ));
+        }
     }
     if index.starts_with(['_', '-', '+']) {
         return Err(format!(
@@ -610,17 +618,15 @@ mod tests {
             .contains("[if_seq_no]"));
     }
 
+    fn item(route: Route, p: &Params, id: Option<&str>, body: &'static [u8]) -> Item {
+        build_item(&route, p, "i", id, &Bytes::from_static(body)).unwrap()
+    }
+
     #[test]
     fn the_item_is_the_bulk_item_of_the_request() {
-        let p = parse(Route::Write { create: false }, &[("routing", "r")]).unwrap();
-        let it = build_item(
-            &Route::Write { create: false },
-            &p,
-            "i",
-            Some("1"),
-            &Bytes::from_static(b"{\n  \"a\": \"x\\ny\"\n}\n"),
-        )
-        .unwrap();
+        let w = || Route::Write { create: false };
+        let p = parse(w(), &[("routing", "r")]).unwrap();
+        let it = item(w(), &p, Some("1"), b"{\n  \"a\": \"x\\ny\"\n}\n");
         assert_eq!(it.op, Op::Index);
         assert_eq!(
             String::from_utf8(it.encode()).unwrap(),
@@ -628,34 +634,12 @@ mod tests {
         );
         assert!(!it.id_assigned);
         // The relay's id: a UUIDv7, marked as assigned (a 409 for it is our own write).
-        let it = build_item(
-            &Route::Write { create: false },
-            &Params::default(),
-            "i",
-            None,
-            &Bytes::from_static(b"{}"),
-        )
-        .unwrap();
+        let it = item(w(), &Params::default(), None, b"{}");
         assert!(it.id_assigned);
         assert_eq!(uuid::Uuid::parse_str(it.id()).unwrap().get_version_num(), 7);
-        let p = parse(Route::Write { create: false }, &[("op_type", "create")]).unwrap();
-        let it = build_item(
-            &Route::Write { create: false },
-            &p,
-            "i",
-            Some("1"),
-            &Bytes::from_static(b"{}"),
-        )
-        .unwrap();
-        assert_eq!(it.op, Op::Create);
-        let it = build_item(
-            &Route::Delete,
-            &Params::default(),
-            "i",
-            Some("1"),
-            &Bytes::new(),
-        )
-        .unwrap();
+        let p = parse(w(), &[("op_type", "create")]).unwrap();
+        assert_eq!(item(w(), &p, Some("1"), b"{}").op, Op::Create);
+        let it = item(Route::Delete, &Params::default(), Some("1"), b"");
         assert_eq!(it.op, Op::Delete);
         assert_eq!(it.source, None);
     }
@@ -805,7 +789,19 @@ mod tests {
             valid_index("_doc").unwrap_err(),
             "Invalid index name [_doc], must not start with '_', '-', or '+'"
         );
-        assert!(valid_index("a*b").is_err());
+        assert_eq!(
+            valid_index("a*b").unwrap_err(),
+            "Invalid index name [a*b], must not contain the following characters \
+             [ , \", *, \\, <, |, ,, >, /, ?]"
+        );
+        assert_eq!(
+            valid_index("a#b").unwrap_err(),
+            "Invalid index name [a#b], must not contain '#'"
+        );
+        assert_eq!(
+            valid_index("a:b").unwrap_err(),
+            "Invalid index name [a:b], must not contain ':'"
+        );
         assert!(valid_index("a b").is_err());
         assert!(valid_index("").is_err());
         assert!(valid_index("..").is_err());

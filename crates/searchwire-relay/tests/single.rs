@@ -104,6 +104,13 @@ impl Relayed {
         panic!("the queue did not drain: {:?}", self.queue.stats().await);
     }
 
+    /// Writes a document at `path`; its `_seq_no`.
+    async fn seq_no_of_a_new_document(&self, path: &str) -> u64 {
+        let (s, v) = self.call("PUT", path, Some(json!({"n": 1}))).await;
+        assert_eq!(s, 201, "{v}");
+        v["_seq_no"].as_u64().unwrap()
+    }
+
     async fn backlog(&self) -> u64 {
         self.queue.stats().await.unwrap().backlog
     }
@@ -296,8 +303,7 @@ async fn a_delete_while_every_node_is_down_is_queued_and_delivered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conditional_write_conflict_is_the_clusters_409() {
     let r = relayed().await;
-    let (_, v) = r.call("PUT", "/c/_doc/1", Some(json!({"n": 1}))).await;
-    let seq = v["_seq_no"].as_u64().unwrap();
+    let seq = r.seq_no_of_a_new_document("/c/_doc/1").await;
     let stale = seq + 5;
     let (s, v) = r
         .call(
@@ -357,8 +363,7 @@ async fn a_conditional_write_conflict_is_the_clusters_409() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conditional_write_is_not_queued_but_an_externally_versioned_one_is() {
     let r = relayed().await;
-    let (_, v) = r.call("PUT", "/c/_doc/1", Some(json!({"n": 1}))).await;
-    let seq = v["_seq_no"].as_u64().unwrap();
+    let seq = r.seq_no_of_a_new_document("/c/_doc/1").await;
     r.cluster.node(0).kill().await;
     let (s, v) = r
         .call(

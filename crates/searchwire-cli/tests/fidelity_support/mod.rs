@@ -2,12 +2,30 @@
 //! field comparison that names every difference, and an index whose shards stay put.
 #![allow(dead_code)]
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use searchwire::{Client, Request};
 use serde_json::{json, Value};
 
-use crate::real_support::cluster_health;
+use crate::real_support::{cluster_health, tmp};
+use crate::relay_support::{free_port, spawn_relay, RelayProc};
+
+/// Two steady indices, `direct` and `relayed`, and `searchwire relay` in front of the
+/// cluster (its queue in a fresh `queue` directory): the first node's address and the relay.
+pub async fn twins(
+    urls: &[String],
+    direct: &str,
+    relayed: &str,
+    queue: &str,
+) -> (SocketAddr, RelayProc) {
+    let client = Client::builder().nodes(urls.to_vec()).build().unwrap();
+    steady_index(&client, direct).await;
+    steady_index(&client, relayed).await;
+    let node: SocketAddr = urls[0].trim_start_matches("http://").parse().unwrap();
+    let relay = spawn_relay(&urls.join(","), &tmp(queue), free_port(), &[]).await;
+    (node, relay)
+}
 
 /// Field by field: every difference named with its path (a readable failure).
 pub fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
