@@ -19,7 +19,6 @@ mod real_support;
 mod relay_support;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::Duration;
 
 use real_support::{
@@ -77,38 +76,12 @@ fn ingest_lands_exactly_the_input_on_elasticsearch_through_real_rejections() {
 /// A venv with the official client, created once per target directory; `None` (skip) when
 /// Python or PyPI is not available and the Elasticsearch suite is not required.
 fn python_client() -> Option<PathBuf> {
-    let required = std::env::var(ELASTICSEARCH.require_var).is_ok_and(|v| v.trim() == "1");
-    let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("es-py-venv");
-    let python = venv.join("bin").join("python");
-    let has_client = || {
-        Command::new(&python)
-            .args(["-c", "import elasticsearch, sys; sys.exit(elasticsearch.__versionstr__.split('.')[0] != '8')"])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
-    if has_client() {
-        return Some(python);
-    }
-    let made = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .is_ok_and(|s| s.success())
-        && Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", CLIENT_REQUIREMENT])
-            .status()
-            .is_ok_and(|s| s.success());
-    if made && has_client() {
-        return Some(python);
-    }
-    assert!(
-        !required,
-        "{}=1 but the venv with {CLIENT_REQUIREMENT} could not be made in {}",
-        ELASTICSEARCH.require_var,
-        venv.display()
-    );
-    eprintln!("real_es: the Python client test is skipped (no python3 venv or PyPI)");
-    None
+    real_support::python_venv(
+        &ELASTICSEARCH,
+        "es-py-venv",
+        CLIENT_REQUIREMENT,
+        "import elasticsearch, sys; sys.exit(elasticsearch.__versionstr__.split('.')[0] != '8')",
+    )
 }
 
 #[test]

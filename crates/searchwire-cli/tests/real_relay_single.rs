@@ -19,10 +19,12 @@ mod relay_support;
 
 use std::net::SocketAddr;
 
-use fidelity_support::{assert_same, twins};
-use real_support::OPENSEARCH;
-use relay_support::{http, terminate};
-use serde_json::Value;
+use searchwire::Client;
+
+use fidelity_support::{assert_same, steady_index, twins};
+use real_support::{tmp, OPENSEARCH};
+use relay_support::{free_port, http, spawn_relay, terminate};
+use serde_json::{json, Value};
 
 const DIRECT: &str = "sw-single-direct";
 const RELAYED: &str = "sw-single-relay";
@@ -373,5 +375,85 @@ fn the_relay_filters_bulk_answers_as_opensearch_does() {
             assert_same(&format!("filter_path={filter}"), &d.norm, &r.norm);
         }
         terminate(relay).await;
+    });
+}
+
+const OS_SINGLE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/clients/os_single.py");
+
+/// The unmodified opensearch-py client's `index`, `create`, `update` and `delete`: through
+/// a relay in front of the real nodes they return what the cluster says (409 and 404 as its
+/// exceptions); through a relay whose cluster cannot be reached every one returns the queued
+/// answer (202), no exception.
+#[test]
+fn opensearch_py_single_document_calls_work_through_the_relay() {
+    let Some(urls) = OPENSEARCH.urls("real_relay_single") else {
+        return;
+    };
+    let Some(python) = real_support::python_venv(
+        &OPENSEARCH,
+        "os-py-venv",
+        "opensearch-py>=3,<4",
+        "import opensearchpy",
+    ) else {
+        return;
+    };
+    let rt = real_support::runtime();
+    rt.block_on(async {
+        let index = "sw-single-py";
+        let client = Client::builder().nodes(urls.clone()).build().unwrap();
+        steady_index(&client, index).await;
+        let live = spawn_relay(&urls.join(","), &tmp("py-live-queue"), free_port(), &[]).await;
+        // Nothing listens on a freed port: every node of this relay is down.
+        let nowhere = format!("http://127.0.0.1:{}", free_port());
+        let down = spawn_relay(
+            &nowhere,
+            &tmp("py-down-queue"),
+            free_port(),
+            &["--present-as", "opensearch", "--live-budget", "1s"],
+        )
+        .await;
+        let out = tokio::process::Command::new(&python)
+            .args([
+                OS_SINGLE,
+                &format!("http://{}", live.addr),
+                &format!("http://{}", down.addr),
+                index,
+            ])
+            .output()
+            .await
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_str(text.trim()).unwrap();
+        let live_out = &v["live"];
+        assert_eq!(live_out["index"]["result"], "created", "{v}");
+        assert_eq!(live_out["index_auto_id"]["result"], "created", "{v}");
+        assert_eq!(live_out["create"]["result"], "created", "{v}");
+        assert_eq!(
+            live_out["create_again"],
+            json!({"status": 409, "error": "version_conflict_engine_exception"}),
+            "{v}"
+        );
+        assert_eq!(
+            (
+                &live_out["update"]["result"],
+                &live_out["update"]["_version"]
+            ),
+            (&json!("updated"), &json!(2)),
+            "{v}"
+        );
+        assert_eq!(live_out["delete"]["result"], "deleted", "{v}");
+        assert_eq!(live_out["delete_missing"]["status"], 404, "{v}");
+        for (call, answer) in v["down"].as_object().unwrap() {
+            assert_eq!(answer["result"], "queued", "{call}: {v}");
+        }
+        let id = v["down"]["index_auto_id"]["_id"].as_str().unwrap();
+        assert_eq!(uuid::Uuid::parse_str(id).unwrap().get_version_num(), 7);
+        terminate(down).await;
+        terminate(live).await;
     });
 }
