@@ -304,6 +304,17 @@ fn the_relay_answers_single_document_writes_as_opensearch_does() {
         p.same("GET", "/{index}/_update/7", "").await;
         p.same("PUT", "/BAD/_doc/7", "{\"n\":1}").await;
         p.same("PUT", "/_bad/_doc/7", "{\"n\":1}").await;
+        let long = "x".repeat(513);
+        p.same("PUT", &format!("/{{index}}/_doc/{long}"), "{\"n\":1}")
+            .await;
+        p.same(
+            "POST",
+            &format!("/{{index}}/_update/{long}"),
+            "{\"doc\":{}}",
+        )
+        .await;
+        p.same("DELETE", &format!("/{{index}}/_doc/{long}"), "")
+            .await;
         for bad in ["a*b", "a:b", "a%23b", "a%20b", "a,b"] {
             p.same("PUT", &format!("/{bad}/_doc/7"), "{\"n\":1}").await;
         }

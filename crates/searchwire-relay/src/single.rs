@@ -240,6 +240,9 @@ impl Params {
     }
 }
 
+/// OpenSearch's limit on a document id (a delete of a longer one is the cluster's 404).
+const MAX_ID_BYTES: usize = 512;
+
 /// The bulk item for the request: index and id from the URL (a UUIDv7 for `POST /{index}/_doc`),
 /// the parameters as metadata, the body as one source line.
 fn build_item(
@@ -249,6 +252,17 @@ fn build_item(
     id: Option<&str>,
     body: &Bytes,
 ) -> Result<Item, Answer> {
+    if let Some(id) = id.filter(|id| id.len() > MAX_ID_BYTES && *route != Route::Delete) {
+        return Err(Answer::error(
+            StatusCode::BAD_REQUEST,
+            "action_request_validation_exception",
+            &format!(
+                "Validation Failed: 1: id [{id}] is too long, must be no longer than \
+                 {MAX_ID_BYTES} bytes but was: {};",
+                id.len()
+            ),
+        ));
+    }
     let mut meta = Map::new();
     meta.insert("_index".into(), Value::String(index.to_owned()));
     let id_assigned = id.is_none();
@@ -672,6 +686,27 @@ mod tests {
         );
         assert_eq!(e(&w, b"[1]").0, 400);
         assert_eq!(e(&w, b"{} {}").0, 400, "one object, nothing after it");
+        let long = "x".repeat(513);
+        let a = build_item(
+            &w,
+            &Params::default(),
+            "i",
+            Some(&long),
+            &Bytes::from_static(b"{}"),
+        )
+        .unwrap_err();
+        assert!(body(&a)["error"]["reason"]
+            .as_str()
+            .unwrap()
+            .ends_with("must be no longer than 512 bytes but was: 513;"));
+        assert!(build_item(
+            &Route::Delete,
+            &Params::default(),
+            "i",
+            Some(&long),
+            &Bytes::new()
+        )
+        .is_ok());
         let (_, b) = e(&Route::Update, b"{}");
         assert_eq!(
             b["error"]["reason"],
