@@ -31,6 +31,10 @@ timeout, breaker open) are written durably to the queue and answered \
 {\"status\":200,\"result\":\"queued\"}; items refused for good keep their status and error. \
 A background loop delivers the queue (priority from X-Searchwire-Priority or --priority, then \
 arrival) and dead-letters what the cluster refuses for good (see `searchwire queue`).
+Single-document writes take the same path: PUT|POST /{index}/_doc/{id}, POST /{index}/_doc, \
+PUT|POST /{index}/_create/{id}, DELETE /{index}/_doc/{id}, POST /{index}/_update/{id}; a \
+queued one is answered 202 {\"result\":\"queued\"}; a scripted _update is passed through \
+once, never queued; a conditional (if_seq_no) write is never queued. filter_path is honoured.
 Health: GET /health/retry-queue (200 ready; 503 over --backlog-threshold or draining), \
 GET /health/live, GET /metrics. Neither health path needs credentials.
 GET / answers as the fronted cluster (--present-as): its own GET / and, for Elasticsearch, \

@@ -11,16 +11,16 @@
 //! `SEARCHWIRE_REQUIRE_CLUSTER=1`. Run only under the machine-wide cluster lock.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod fidelity_support;
 mod real_support;
 mod relay_support;
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
-use real_support::{cluster_health, tmp, OPENSEARCH};
-use relay_support::{free_port, http, spawn_relay, terminate};
-use searchwire::{Client, Request};
-use serde_json::{json, Map, Value};
+use fidelity_support::{assert_same, twins};
+use real_support::OPENSEARCH;
+use relay_support::{http, terminate};
+use serde_json::{Map, Value};
 
 const DIRECT: &str = "sw-fidelity-direct";
 const RELAYED: &str = "sw-fidelity-relay";
@@ -71,82 +71,12 @@ fn normalize(v: &mut Value, index: &str) {
     }
 }
 
-/// Field by field: every difference named with its path (a readable failure).
-fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
-            let none = Value::Null;
-            for k in keys {
-                match (x.get(k), y.get(k)) {
-                    (Some(l), Some(r)) => differences(&format!("{path}.{k}"), l, r, out),
-                    (l, r) => out.push(format!(
-                        "{path}.{k}: direct {}, relayed {}",
-                        l.unwrap_or(&none),
-                        r.unwrap_or(&none)
-                    )),
-                }
-            }
-        }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
-            for (i, (l, r)) in x.iter().zip(y).enumerate() {
-                differences(&format!("{path}[{i}]"), l, r, out);
-            }
-        }
-        _ if a != b => out.push(format!("{path}: direct {a}, relayed {b}")),
-        _ => {}
-    }
-}
-
-fn assert_same(what: &str, direct: &Value, relayed: &Value) {
-    let mut diff = Vec::new();
-    differences("", direct, relayed, &mut diff);
-    assert!(
-        diff.is_empty(),
-        "{what}: the relay's answer differs from OpenSearch's:\n  {}\ndirect:  {direct}\nrelayed: {relayed}",
-        diff.join("\n  ")
-    );
-}
-
 fn first_item(v: &Value) -> &Map<String, Value> {
     v["items"][0]
         .as_object()
         .and_then(|o| o.values().next())
         .and_then(Value::as_object)
         .unwrap_or_else(|| panic!("no item in {v}"))
-}
-
-/// An index whose shards stay where they are: `_shards.total` counts a relocation target
-/// while a shard moves (3 instead of 2), so a rebalance that the earlier tests' node kills
-/// set off would make the two answers differ for a reason that is not the relay's.
-async fn steady_index(client: &Client, index: &str) {
-    let _ = client.send(Request::delete(format!("/{index}"))).await;
-    client
-        .send(Request::put(format!("/{index}")).json(&json!({
-            "settings": {
-                "number_of_shards": 3,
-                "number_of_replicas": 1,
-                "index.routing.rebalance.enable": "none"
-            },
-            "mappings": {"properties": {"id": {"type": "keyword"}, "n": {"type": "long"}}}
-        })))
-        .await
-        .unwrap();
-    let health = cluster_health(
-        client,
-        index,
-        &[
-            ("wait_for_status", "green"),
-            ("wait_for_no_relocating_shards", "true"),
-            ("wait_for_no_initializing_shards", "true"),
-        ],
-        Duration::from_secs(60),
-    )
-    .await;
-    assert_eq!(
-        health["timed_out"], false,
-        "{index} did not settle: {health}"
-    );
 }
 
 #[test]
@@ -156,12 +86,7 @@ fn the_relay_answers_bulk_requests_as_opensearch_does() {
     };
     let rt = real_support::runtime();
     rt.block_on(async {
-        let client = Client::builder().nodes(urls.clone()).build().unwrap();
-        steady_index(&client, DIRECT).await;
-        steady_index(&client, RELAYED).await;
-        let node: SocketAddr = urls[0].trim_start_matches("http://").parse().unwrap();
-        let queue = tmp("fidelity-queue");
-        let relay = spawn_relay(&urls.join(","), &queue, free_port(), &[]).await;
+        let (node, relay) = twins(&urls, DIRECT, RELAYED, "fidelity-queue").await;
 
         let (d, r) = both(
             node,

@@ -381,7 +381,8 @@ impl FakeBulk {
                 }
             };
             i += 1;
-            let mut item = st.apply_item(&op, index, id, source);
+            let cond = Conditions::of(params);
+            let mut item = st.apply_item(&op, index, id, source, cond);
             if forced_refresh && item.1 < 300 {
                 if let Some(o) = item.2.as_object_mut() {
                     o.insert("forced_refresh".into(), Value::Bool(true));
@@ -464,6 +465,58 @@ fn shard_error_item(status: u16, kind: &str, reason: &str, index: &str, id: &str
     })
 }
 
+/// An item's conditions: `if_seq_no`/`if_primary_term` and external versions, checked as
+/// OpenSearch checks them (one shard, primary term 1), with its conflict reasons.
+#[derive(Clone, Copy, Debug, Default)]
+struct Conditions {
+    if_seq_no: Option<u64>,
+    if_primary_term: Option<u64>,
+    /// `version` with `version_type` `external` (false) or `external_gte` (true).
+    external: Option<(u64, bool)>,
+}
+
+impl Conditions {
+    fn of(params: &Value) -> Conditions {
+        let n = |k: &str| params.get(k).and_then(Value::as_u64);
+        let external = match params.get("version_type").and_then(Value::as_str) {
+            Some("external") => n("version").map(|v| (v, false)),
+            Some("external_gte") => n("version").map(|v| (v, true)),
+            _ => None,
+        };
+        Conditions {
+            if_seq_no: n("if_seq_no"),
+            if_primary_term: n("if_primary_term"),
+            external,
+        }
+    }
+
+    /// The conflict reason, when the condition does not hold for `doc`.
+    fn conflict(&self, id: &str, doc: Option<&StoredDoc>) -> Option<String> {
+        if let Some(seq) = self.if_seq_no {
+            let term = self.if_primary_term.unwrap_or(0);
+            return match doc {
+                Some(d) if d.seq_no == seq && term == 1 => None,
+                Some(d) => Some(format!(
+                    "[{id}]: version conflict, required seqNo [{seq}], primary term [{term}]. \
+                     current document has seqNo [{}] and primary term [1]",
+                    d.seq_no
+                )),
+                None => Some(format!(
+                    "[{id}]: version conflict, required seqNo [{seq}], primary term [{term}]. \
+                     but no document was found"
+                )),
+            };
+        }
+        match (self.external, doc) {
+            (Some((v, gte)), Some(d)) if d.version > v || (d.version == v && !gte) => Some(format!(
+                "[{id}]: version conflict, current version [{}] is higher or equal to the one provided [{v}]",
+                d.version
+            )),
+            _ => None,
+        }
+    }
+}
+
 impl State {
     /// Applies one item; returns (op, status, item body).
     fn apply_item(
@@ -472,6 +525,7 @@ impl State {
         index: String,
         id: Option<String>,
         source: Option<Bytes>,
+        cond: Conditions,
     ) -> (String, u16, Value) {
         self.items_seen += 1;
         let scripted = self.faults.pop_front();
@@ -557,7 +611,30 @@ impl State {
         }
         let docs = self.indices.entry(index.clone()).or_default();
         let exists = docs.contains_key(&id);
-        let version = docs.get(&id).map_or(1, |d| d.version + 1);
+        let mut version = docs.get(&id).map_or(1, |d| d.version + 1);
+        if let Some(reason) = cond.conflict(&id, docs.get(&id)) {
+            return out(
+                409,
+                shard_error_item(
+                    409,
+                    "version_conflict_engine_exception",
+                    &reason,
+                    &index,
+                    &id,
+                ),
+            );
+        }
+        if let Some((v, _)) = cond.external {
+            version = v;
+        }
+        // `doc_as_upsert` / `upsert` on a missing document: created from the body.
+        let upsert = op == "update"
+            && !exists
+            && source.as_ref().is_some_and(|s| {
+                serde_json::from_slice::<Value>(s).is_ok_and(|b| {
+                    b.get("upsert").is_some() || b.get("doc_as_upsert") == Some(&Value::Bool(true))
+                })
+            });
         let next_seq = self.seq_nos.get(&index).copied().unwrap_or(0);
         let (status, result) = match op {
             "create" if exists => {
@@ -579,7 +656,7 @@ impl State {
                     (404, "not_found")
                 }
             }
-            "update" if !exists => {
+            "update" if !exists && !upsert => {
                 return out(
                     404,
                     shard_error_item(

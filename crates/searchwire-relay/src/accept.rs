@@ -11,6 +11,7 @@ use searchwire_bulk::RequestParams;
 use searchwire_queue::NewMessage;
 use serde_json::{json, Map, Value};
 
+use crate::filter_path::FilterPath;
 use crate::ndjson::{self, Defaults, Item};
 use crate::send::{self, error_body, Verdict};
 use crate::state::Shared;
@@ -65,6 +66,17 @@ pub struct BulkRequest {
     pub query: Vec<(String, String)>,
     /// `X-Searchwire-Priority`.
     pub priority: Option<u8>,
+    /// `filter_path`, applied to the answer (not to error answers, as OpenSearch does).
+    pub filter: Option<FilterPath>,
+}
+
+/// What became of one item: its status and its item object (as in a bulk answer).
+#[derive(Debug)]
+pub(crate) struct Taken {
+    /// The item's status.
+    pub status: u16,
+    /// The item object: `_index`, `_id`, `status`, `result` and the version fields, or `error`.
+    pub body: Map<String, Value>,
 }
 
 /// Handles one bulk request.
@@ -78,6 +90,56 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
             return Answer::error(StatusCode::BAD_REQUEST, e.kind, &e.reason);
         }
     };
+    let taken = match take(shared, &items, req.query, req.priority).await {
+        Ok(t) => t,
+        Err(refused) => return refused,
+    };
+    let errors = taken.iter().any(|t| t.status >= 300);
+    let out: Vec<Value> = items
+        .iter()
+        .zip(taken)
+        .map(|(item, t)| {
+            let mut wrapped = Map::new();
+            wrapped.insert(item.op.as_str().into(), Value::Object(t.body));
+            Value::Object(wrapped)
+        })
+        .collect();
+    metrics::counter!("searchwire_relay_requests_total", "result" => "answered").increment(1);
+    let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    metrics::histogram!("searchwire_relay_request_duration_seconds")
+        .record(started.elapsed().as_secs_f64());
+    let answer = json!({"took": took, "errors": errors, "items": out});
+    Answer::json(
+        StatusCode::OK,
+        &match &req.filter {
+            Some(f) => f.apply(answer),
+            None => answer,
+        },
+    )
+}
+
+/// Whether the item is a compare-and-set write (`if_seq_no` / `if_primary_term`). Such an
+/// item is never queued: its condition is about the document as the client read it, and
+/// only its answer (written with the new `_seq_no`, or 409) lets the client go on. A
+/// replay minutes later could neither report a 409 to anybody nor tell a conflict with
+/// another writer from its own earlier attempt that landed (see ARCHITECTURE.md,
+/// "Single-document writes").
+pub(crate) fn conditional(item: &Item) -> bool {
+    item.meta.contains_key("if_seq_no") || item.meta.contains_key("if_primary_term")
+}
+
+/// The durable write path of `_bulk` and the single-document routes: tries `items` through
+/// the live bulk indexer (within the live budget; straight to the queue in queue-only mode
+/// or while the breaker is open), queues durably what the cluster could not take now (one
+/// batch append), and returns every item's answer once each is indexed, failed for good, or
+/// queued. `Err` is the cluster's refusal of the whole request (credentials, ...): its
+/// answer, as if the client had sent the request to it; nothing is queued then.
+pub(crate) async fn take(
+    shared: &Shared,
+    items: &[Item],
+    query: Vec<(String, String)>,
+    priority: Option<u8>,
+) -> Result<Vec<Taken>, Answer> {
     let cfg = &shared.config;
     let refs: Vec<&Item> = items.iter().collect();
     let outcomes = if cfg.queue_only {
@@ -88,11 +150,9 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
             items.len()
         ]
     } else {
-        let params: Option<RequestParams> = (!req.query.is_empty()).then(|| req.query.into());
+        let params: Option<RequestParams> = (!query.is_empty()).then(|| query.into());
         send::submit(&shared.live, &refs, params.as_ref()).await
     };
-    // The cluster refused every item's request as a whole (credentials, ...): its answer
-    // is the answer, as if the client had sent the request to it; nothing is queued.
     if let Some(Verdict::Rejected {
         status,
         kind,
@@ -107,11 +167,11 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
             metrics::counter!("searchwire_relay_requests_total", "result" => "rejected")
                 .increment(1);
             let code = StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY);
-            return match error {
+            return Err(match error {
                 // The cluster's own answer: its error object and status.
                 Some(e) => Answer::json(code, &json!({"error": e, "status": status})),
                 None => Answer::error(code, kind, reason),
-            };
+            });
         }
     }
     let now = shared.queue.options().clock.now();
@@ -119,9 +179,12 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
     let mut batch = Vec::new();
     for (item, outcome) in items.iter().zip(&outcomes) {
         if let Verdict::Retry(reason) = outcome {
+            if conditional(item) {
+                continue;
+            }
             batch.push(
                 NewMessage::new(item.encode())
-                    .priority(cfg.priority(req.priority, item.index()))
+                    .priority(cfg.priority(priority, item.index()))
                     .retry_at(retry_at)
                     .max_retries(cfg.max_retries)
                     .index(item.index())
@@ -144,11 +207,11 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
             }
         }
     };
-    let mut errors = false;
     let mut out = Vec::with_capacity(items.len());
-    let (mut indexed, mut failed, mut queued_n, mut unqueued) = (0u64, 0u64, 0u64, 0u64);
+    let (mut indexed, mut failed, mut queued_n, mut unqueued, mut not_queued) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
     for (item, outcome) in items.iter().zip(outcomes) {
-        let body = match outcome {
+        let (status, body) = match outcome {
             // Refused with a request of other items that were not all refused: the refusal
             // is this item's answer.
             Verdict::Rejected {
@@ -157,59 +220,63 @@ pub(crate) async fn bulk(shared: &Shared, req: BulkRequest) -> Answer {
                 reason,
                 error,
             } => {
-                errors = true;
                 failed += 1;
                 let mut body = error_body(item, status, &kind, &reason);
                 if let Some(e) = error {
                     body.insert("error".into(), e);
                 }
-                body
+                (status, body)
             }
             Verdict::Done { status, body } => {
                 if status >= 300 {
-                    errors = true;
                     failed += 1;
                 } else {
                     indexed += 1;
                 }
-                body
+                (status, body)
+            }
+            Verdict::Retry(reason) if conditional(item) => {
+                not_queued += 1;
+                (503, error_body(item, 503, NOT_QUEUED, &format!(
+                    "the cluster could not take this conditional write (if_seq_no/if_primary_term) now ({reason}); \
+                     a conditional write is not queued: send it again, or re-read the document first"
+                )))
             }
             Verdict::Retry(_) => match &queued {
                 Ok(()) => {
                     queued_n += 1;
-                    queued_item(item)
+                    (200, queued_item(item))
                 }
                 Err(e) => {
-                    errors = true;
                     unqueued += 1;
-                    error_body(item, 503, "searchwire_queue_unavailable", &format!(
+                    (503, error_body(item, 503, "searchwire_queue_unavailable", &format!(
                         "the cluster could not take this item now and the relay's queue failed ({e}); send it again"
-                    ))
+                    )))
                 }
             },
         };
-        let mut wrapped = Map::new();
-        wrapped.insert(item.op.as_str().into(), Value::Object(body));
-        out.push(Value::Object(wrapped));
+        out.push(Taken { status, body });
     }
     for (outcome, n) in [
         ("indexed", indexed),
         ("failed", failed),
         ("queued", queued_n),
         ("queue_error", unqueued),
+        ("not_queued", not_queued),
     ] {
         if n > 0 {
             metrics::counter!("searchwire_relay_items_total", "outcome" => outcome).increment(n);
         }
     }
-    metrics::counter!("searchwire_relay_requests_total", "result" => "answered").increment(1);
-    let took = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    metrics::histogram!("searchwire_relay_request_duration_seconds")
-        .record(started.elapsed().as_secs_f64());
-    Answer::json(
-        StatusCode::OK,
-        &json!({"took": took, "errors": errors, "items": out}),
-    )
+    Ok(out)
+}
+
+/// The error type of a conditional write the cluster could not take now (not queued).
+pub const NOT_QUEUED: &str = "searchwire_conditional_not_queued";
+
+/// Whether an item answer is the queued answer.
+pub(crate) fn is_queued(body: &Map<String, Value>) -> bool {
+    body.get("result").and_then(Value::as_str) == Some(QUEUED)
 }
 
 fn queued_item(item: &Item) -> Map<String, Value> {

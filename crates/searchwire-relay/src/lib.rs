@@ -47,10 +47,12 @@
 pub mod accept;
 pub mod config;
 mod delivery;
+pub mod filter_path;
 pub mod identity;
 pub mod ndjson;
 pub mod send;
 mod server;
+mod single;
 mod state;
 
 use std::convert::Infallible;
@@ -71,6 +73,7 @@ pub use accept::QUEUED;
 pub use config::{AuthConfig, PriorityRule, RelayConfig};
 pub use identity::{PresentAs, Product, FALLBACK_ES_VERSION, FALLBACK_VERSION};
 pub use server::PRIORITY_HEADER;
+pub use single::{OUTCOME_UNKNOWN, QUEUED_STATUS};
 pub use state::MetricsRender;
 
 use state::Shared;

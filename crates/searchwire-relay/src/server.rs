@@ -12,8 +12,10 @@ use sha2::{Digest, Sha256};
 
 use crate::accept::{self, Answer, BulkRequest};
 use crate::config::AuthConfig;
+use crate::filter_path::FilterPath;
 use crate::identity::{self, MediaType, Product};
 use crate::ndjson::Defaults;
+use crate::single;
 use crate::state::Shared;
 
 /// The priority header.
@@ -101,20 +103,14 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Answer {
         (&Method::POST | &Method::PUT, ["_bulk"] | [_, "_bulk"])
             if shared.draining.load(Ordering::Relaxed) =>
         {
-            metrics::counter!("searchwire_relay_requests_total", "result" => "draining")
-                .increment(1);
-            Answer::error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "node_closed_exception",
-                "the searchwire relay is shutting down and takes no new writes; send the \
-                 request again (to another relay)",
-            )
+            draining()
         }
         (&Method::POST | &Method::PUT, ["_bulk"]) => bulk(shared, req, None).await,
         (&Method::POST | &Method::PUT, [index, "_bulk"]) => {
             let index = (*index).to_owned();
             bulk(shared, req, Some(index)).await
         }
+        (_, segs) if single::claims(&method, segs) => single_write(shared, req).await,
         (_, ["_bulk"]) | (_, [_, "_bulk"]) => Answer::error(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
@@ -124,7 +120,8 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Answer {
             StatusCode::NOT_FOUND,
             "not_found",
             &format!(
-                "the searchwire relay serves only POST /_bulk, POST /{{index}}/_bulk, GET /, \
+                "the searchwire relay serves only POST /_bulk, POST /{{index}}/_bulk, the \
+                 single-document writes (/{{index}}/_doc, _create, _update), GET /, \
                  /health/live, /health/retry-queue and /metrics (not {method} {path})"
             ),
         ),
@@ -138,31 +135,16 @@ impl Shared {
 }
 
 async fn bulk(shared: &Arc<Shared>, req: Request<Incoming>, index: Option<String>) -> Answer {
-    let limit = shared.config.max_body_bytes;
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return too_large(limit);
-    }
-    let priority = match req.headers().get(PRIORITY_HEADER) {
-        None => None,
-        Some(v) => match v.to_str().ok().and_then(|s| s.trim().parse::<u8>().ok()) {
-            Some(p) => Some(p),
-            None => return Answer::error(
-                StatusCode::BAD_REQUEST,
-                "illegal_argument_exception",
-                "X-Searchwire-Priority must be a number from 0 to 255 (higher is delivered first)",
-            ),
-        },
+    let priority = match priority(req.headers()) {
+        Ok(p) => p,
+        Err(a) => return a,
     };
     let mut defaults = Defaults {
         index,
         ..Defaults::default()
     };
     let mut query = Vec::new();
+    let mut filter = None;
     for (k, v) in query_pairs(req.uri().query().unwrap_or("")) {
         match k.as_str() {
             "routing" => defaults.routing = Some(v),
@@ -171,8 +153,10 @@ async fn bulk(shared: &Arc<Shared>, req: Request<Incoming>, index: Option<String
             "refresh" if v == "false" => {}
             // Passed on as given; the cluster checks the values (a bad one is its 400).
             "refresh" | "timeout" | "wait_for_active_shards" => query.push((k, v)),
+            // Applied to the relay's answer, as the cluster applies it to its own.
+            "filter_path" => filter = FilterPath::parse(&v),
             // Only shape the answer; the full answer is a superset every client reads.
-            "filter_path" | "pretty" | "human" | "error_trace" | "_source" | "_source_includes"
+            "pretty" | "human" | "error_trace" | "_source" | "_source_includes"
             | "_source_excludes" => {}
             _ => {
                 return Answer::error(
@@ -186,31 +170,9 @@ async fn bulk(shared: &Arc<Shared>, req: Request<Incoming>, index: Option<String
             }
         }
     }
-    let body = Limited::new(req.into_body(), limit);
-    let body = match tokio::time::timeout(shared.config.body_read_timeout, body.collect()).await {
-        Err(_) => {
-            return Answer::error(
-                StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
-                &format!(
-                    "the request body did not arrive within {}s",
-                    shared.config.body_read_timeout.as_secs()
-                ),
-            )
-        }
-        Ok(Err(e)) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                return too_large(limit);
-            }
-            return Answer::error(
-                StatusCode::BAD_REQUEST,
-                "parse_exception",
-                &format!("cannot read the request body: {e}"),
-            );
-        }
-        Ok(Ok(b)) => b.to_bytes(),
+    let body = match read_body(shared, req).await {
+        Ok(b) => b,
+        Err(a) => return a,
     };
     accept::bulk(
         shared,
@@ -219,9 +181,102 @@ async fn bulk(shared: &Arc<Shared>, req: Request<Incoming>, index: Option<String
             defaults,
             query,
             priority,
+            filter,
         },
     )
     .await
+}
+
+/// A single-document write ([`single`]): refused while draining like `_bulk`, then the
+/// body read under the same limits.
+async fn single_write(shared: &Arc<Shared>, req: Request<Incoming>) -> Answer {
+    if shared.draining.load(Ordering::Relaxed) {
+        return draining();
+    }
+    let priority = match priority(req.headers()) {
+        Ok(p) => p,
+        Err(a) => return a,
+    };
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let query = query_pairs(req.uri().query().unwrap_or(""));
+    let body = match read_body(shared, req).await {
+        Ok(b) => b,
+        Err(a) => return a,
+    };
+    single::serve(
+        shared,
+        single::SingleRequest {
+            method: &method,
+            path: &path,
+            query,
+            priority,
+            body,
+        },
+    )
+    .await
+}
+
+fn draining() -> Answer {
+    metrics::counter!("searchwire_relay_requests_total", "result" => "draining").increment(1);
+    Answer::error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "node_closed_exception",
+        "the searchwire relay is shutting down and takes no new writes; send the \
+         request again (to another relay)",
+    )
+}
+
+/// `X-Searchwire-Priority`, when given.
+fn priority(headers: &HeaderMap) -> Result<Option<u8>, Answer> {
+    match headers.get(PRIORITY_HEADER) {
+        None => Ok(None),
+        Some(v) => match v.to_str().ok().and_then(|s| s.trim().parse::<u8>().ok()) {
+            Some(p) => Ok(Some(p)),
+            None => Err(Answer::error(
+                StatusCode::BAD_REQUEST,
+                "illegal_argument_exception",
+                "X-Searchwire-Priority must be a number from 0 to 255 (higher is delivered first)",
+            )),
+        },
+    }
+}
+
+/// The whole request body, within `--max-body-bytes` (413 beyond) and the body read timeout.
+async fn read_body(shared: &Shared, req: Request<Incoming>) -> Result<Bytes, Answer> {
+    let limit = shared.config.max_body_bytes;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large(limit));
+    }
+    let body = Limited::new(req.into_body(), limit);
+    match tokio::time::timeout(shared.config.body_read_timeout, body.collect()).await {
+        Err(_) => Err(Answer::error(
+            StatusCode::REQUEST_TIMEOUT,
+            "request_timeout",
+            &format!(
+                "the request body did not arrive within {}s",
+                shared.config.body_read_timeout.as_secs()
+            ),
+        )),
+        Ok(Err(e)) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                return Err(too_large(limit));
+            }
+            Err(Answer::error(
+                StatusCode::BAD_REQUEST,
+                "parse_exception",
+                &format!("cannot read the request body: {e}"),
+            ))
+        }
+        Ok(Ok(b)) => Ok(b.to_bytes()),
+    }
 }
 
 fn too_large(limit: usize) -> Answer {
@@ -324,12 +379,21 @@ fn query_pairs(q: &str) -> Vec<(String, String)> {
 }
 
 fn decode(s: &str) -> String {
+    decode_with(s, true)
+}
+
+/// A path segment percent-decoded (a `+` stays a `+`).
+pub(crate) fn decode_path(s: &str) -> String {
+    decode_with(s, false)
+}
+
+fn decode_with(s: &str, plus_is_space: bool) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'+' => out.push(b' '),
+            b'+' if plus_is_space => out.push(b' '),
             b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
                 (Some(h), Some(l)) => {
                     out.push(h * 16 + l);
@@ -372,6 +436,7 @@ mod tests {
             ]
         );
         assert_eq!(decode("%zz%4"), "%zz%4");
+        assert_eq!(decode_path("a+b%2Fc"), "a+b/c");
     }
 
     #[test]

@@ -1292,6 +1292,10 @@ async fn draining_answers_health_and_new_writes_503_during_the_grace() {
     assert!(text.contains("node_closed_exception"), "{text}");
     assert!(head.contains("retry-after: 1"), "{head}");
     assert!(head.contains("connection: close"), "{head}");
+    // A single-document write too.
+    let (status, text) = http(s.addr, "PUT", "/logs/_doc/1", &[], b"{\"n\":1}").await;
+    assert_eq!(status, 503, "{text}");
+    assert!(text.contains("node_closed_exception"), "{text}");
     let (code, _) = http(s.addr, "GET", "/health/live", &[], b"").await;
     assert_eq!(
         code, 200,

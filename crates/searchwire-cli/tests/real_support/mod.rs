@@ -449,3 +449,41 @@ pub fn assert_throttled_without_dead_letters(s: &Value, dead: &Path) {
         "real 429s happened: {s}"
     );
 }
+
+/// A Python venv in the target directory with `requirement` installed (made once; `check`
+/// is Python code that exits 0 when the right client is there). `None` (skip, with a note)
+/// when Python or PyPI is not available and `engine`'s suite is not required.
+pub fn python_venv(engine: &Engine, name: &str, requirement: &str, check: &str) -> Option<PathBuf> {
+    let required = std::env::var(engine.require_var).is_ok_and(|v| v.trim() == "1");
+    let venv = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(name);
+    let python = venv.join("bin").join("python");
+    let has_client = || {
+        std::process::Command::new(&python)
+            .args(["-c", check])
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if has_client() {
+        return Some(python);
+    }
+    let made = std::process::Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .status()
+        .is_ok_and(|s| s.success())
+        && std::process::Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", requirement])
+            .status()
+            .is_ok_and(|s| s.success());
+    if made && has_client() {
+        return Some(python);
+    }
+    assert!(
+        !required,
+        "{}=1 but the venv with {requirement} could not be made in {}",
+        engine.require_var,
+        venv.display()
+    );
+    eprintln!("{name}: the Python client test is skipped (no python3 venv or PyPI)");
+    None
+}
