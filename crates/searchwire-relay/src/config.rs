@@ -4,7 +4,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::identity::PresentAs;
+use crate::product::PresentAs;
 
 /// Default listen address: loopback only, so a relay is never an open proxy to the cluster
 /// by accident (port 9280: next to OpenSearch's 9200, free in a default install).

@@ -47,6 +47,7 @@ pub mod config;
 mod delivery;
 pub mod identity;
 pub mod ndjson;
+mod product;
 pub mod send;
 mod server;
 mod state;
@@ -67,7 +68,8 @@ use tokio::sync::{watch, Notify, Semaphore};
 
 pub use accept::QUEUED;
 pub use config::{AuthConfig, PriorityRule, RelayConfig};
-pub use identity::{PresentAs, Product, FALLBACK_ES_VERSION, FALLBACK_VERSION};
+pub use identity::{FALLBACK_ES_VERSION, FALLBACK_VERSION};
+pub use product::{PresentAs, Product};
 pub use server::PRIORITY_HEADER;
 pub use state::MetricsRender;
 
@@ -115,7 +117,7 @@ impl Relay {
                 delivering,
                 draining: AtomicBool::new(false),
                 wake: Notify::new(),
-                learned: Mutex::new(identity::Learned::default()),
+                learned: Mutex::new(state::Learned::default()),
                 metrics: None,
             }),
             listener,

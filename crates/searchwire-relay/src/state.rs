@@ -9,7 +9,9 @@ use searchwire_queue::Queue;
 use tokio::sync::Notify;
 
 use crate::config::RelayConfig;
-use crate::identity::Learned;
+use serde_json::Value;
+
+use crate::product::Product;
 
 /// Renders the process's metrics (Prometheus text); installed by the binary that owns the
 /// recorder.
@@ -30,4 +32,13 @@ pub(crate) struct Shared {
     /// What the fronted cluster's `GET /` said, once it answered.
     pub learned: Mutex<Learned>,
     pub metrics: Option<MetricsRender>,
+}
+
+/// What the relay last learned from the cluster's `GET /`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Learned {
+    /// The cluster's answer, `name` replaced by `searchwire-relay`.
+    pub root: Option<Value>,
+    /// Its product.
+    pub product: Option<Product>,
 }
