@@ -14,6 +14,8 @@ use crate::accept::{self, Answer, BulkRequest};
 use crate::config::AuthConfig;
 use crate::identity::{self, MediaType, Product};
 use crate::ndjson::Defaults;
+use crate::pattern::{self, Methods};
+use crate::route::{self, Access, Call, Handled, Route};
 use crate::state::Shared;
 
 /// The priority header.
@@ -23,7 +25,6 @@ pub const PRIORITY_HEADER: &str = "x-searchwire-priority";
 /// when presenting Elasticsearch) and the media type the request asked for.
 pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let method = req.method().clone();
-    let path = req.uri().path().to_owned();
     let (answer, media) = match identity::media_type(req.headers()) {
         Ok(media) => (route(&shared, req).await, media),
         Err(reason) => (
@@ -41,13 +42,14 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
         answer.body
     }));
     *resp.status_mut() = answer.status;
-    let ct = if path == "/metrics" && answer.status == StatusCode::OK {
-        "text/plain; version=0.0.4"
-    } else {
-        identity::answer_type(media)
-    };
     let headers = resp.headers_mut();
-    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(ct));
+    *headers = answer.headers;
+    if !headers.contains_key(header::CONTENT_TYPE) {
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(identity::answer_type(media)),
+        );
+    }
     if shared.presented() == Product::Elasticsearch {
         headers.insert(
             identity::ELASTIC_PRODUCT_HEADER,
@@ -65,74 +67,183 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
     resp
 }
 
+/// The route table, read top to bottom: the first row whose methods and pattern take the
+/// request answers it (see [`crate::pattern`] for the patterns). The last row takes
+/// everything else.
+pub(crate) static ROUTES: &[Route] = &[
+    Route {
+        methods: GET_HEAD,
+        pattern: "/health/live",
+        when: None,
+        access: Access::Public,
+        handler: live,
+    },
+    Route {
+        methods: GET_HEAD,
+        pattern: "/health/retry-queue",
+        when: None,
+        access: Access::Public,
+        handler: retry_queue,
+    },
+    Route {
+        methods: GET_HEAD,
+        pattern: "/",
+        when: None,
+        access: Access::Relay,
+        handler: root,
+    },
+    Route {
+        methods: Methods::GET,
+        pattern: "/metrics",
+        when: None,
+        access: Access::Relay,
+        handler: metrics_text,
+    },
+    Route {
+        methods: POST_PUT,
+        pattern: "/_bulk",
+        when: None,
+        access: Access::Write,
+        handler: bulk,
+    },
+    Route {
+        methods: POST_PUT,
+        pattern: "/{index}/_bulk",
+        when: None,
+        access: Access::Write,
+        handler: bulk,
+    },
+    Route {
+        methods: Methods::ANY,
+        pattern: "/_bulk",
+        when: None,
+        access: Access::Relay,
+        handler: method_not_allowed,
+    },
+    Route {
+        methods: Methods::ANY,
+        pattern: "/{index}/_bulk",
+        when: None,
+        access: Access::Relay,
+        handler: method_not_allowed,
+    },
+    Route {
+        methods: Methods::ANY,
+        pattern: "/**",
+        when: None,
+        access: Access::Relay,
+        handler: not_found,
+    },
+];
+
+const GET_HEAD: Methods = Methods::GET.or(Methods::HEAD);
+const POST_PUT: Methods = Methods::POST.or(Methods::PUT);
+
+/// Finds the request's row, checks its access, and runs its handler.
 async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Answer {
-    let path = req.uri().path().to_owned();
-    let segs: Vec<&str> = path.trim_matches('/').split('/').collect();
-    let method = req.method().clone();
-    match (&method, segs.as_slice()) {
-        (&Method::GET | &Method::HEAD, ["health", "live"]) => {
-            return Answer::json(StatusCode::OK, &json!({"status": "live"}))
+    let segs = pattern::segments(req.uri().path());
+    let Some((row, params)) = route::find(ROUTES, req.method(), &segs) else {
+        return not_found_answer(req.method(), req.uri().path());
+    };
+    let relay_client = authorized(&shared.config.auth, req.headers());
+    match row.access {
+        Access::Public | Access::Forwarded => {}
+        Access::Relay | Access::Write if !relay_client => return unauthorized(),
+        Access::Relay => {}
+        Access::Write if shared.draining.load(Ordering::Relaxed) => {
+            metrics::counter!("searchwire_relay_requests_total", "result" => "draining")
+                .increment(1);
+            return Answer::error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "node_closed_exception",
+                "the searchwire relay is shutting down and takes no new writes; send the \
+                 request again (to another relay)",
+            );
         }
-        (&Method::GET | &Method::HEAD, ["health", "retry-queue"]) => return health(shared).await,
-        _ => {}
+        Access::Write => {}
     }
-    if !authorized(&shared.config.auth, req.headers()) {
-        metrics::counter!("searchwire_relay_requests_total", "result" => "unauthorized")
-            .increment(1);
-        let mut a = Answer::error(
-            StatusCode::UNAUTHORIZED,
-            "security_exception",
-            "missing or wrong credentials for the searchwire relay",
-        );
-        a.status = StatusCode::UNAUTHORIZED;
-        return a;
-    }
-    match (&method, segs.as_slice()) {
-        (&Method::GET | &Method::HEAD, [""]) => {
-            Answer::json(StatusCode::OK, &identity::root(shared).await)
-        }
-        (&Method::GET, ["metrics"]) => match &shared.config_metrics() {
+    (row.handler)(Call {
+        shared: shared.clone(),
+        req,
+        segs,
+        params,
+        relay_client,
+    })
+    .await
+}
+
+fn unauthorized() -> Answer {
+    metrics::counter!("searchwire_relay_requests_total", "result" => "unauthorized").increment(1);
+    Answer::error(
+        StatusCode::UNAUTHORIZED,
+        "security_exception",
+        "missing or wrong credentials for the searchwire relay",
+    )
+}
+
+fn live(_: Call) -> Handled {
+    Box::pin(async { Answer::json(StatusCode::OK, &json!({"status": "live"})) })
+}
+
+fn retry_queue(c: Call) -> Handled {
+    Box::pin(async move { health(&c.shared).await })
+}
+
+fn root(c: Call) -> Handled {
+    Box::pin(async move { Answer::json(StatusCode::OK, &identity::root(&c.shared).await) })
+}
+
+fn metrics_text(c: Call) -> Handled {
+    Box::pin(async move {
+        match &c.shared.config_metrics() {
             Some(render) => Answer {
                 status: StatusCode::OK,
                 body: Bytes::from(render()),
+                headers: content_type("text/plain; version=0.0.4"),
             },
             None => Answer::error(
                 StatusCode::NOT_FOUND,
                 "not_found",
                 "no metrics recorder is installed in this process",
             ),
-        },
-        (&Method::POST | &Method::PUT, ["_bulk"] | [_, "_bulk"])
-            if shared.draining.load(Ordering::Relaxed) =>
-        {
-            metrics::counter!("searchwire_relay_requests_total", "result" => "draining")
-                .increment(1);
-            Answer::error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "node_closed_exception",
-                "the searchwire relay is shutting down and takes no new writes; send the \
-                 request again (to another relay)",
-            )
         }
-        (&Method::POST | &Method::PUT, ["_bulk"]) => bulk(shared, req, None).await,
-        (&Method::POST | &Method::PUT, [index, "_bulk"]) => {
-            let index = (*index).to_owned();
-            bulk(shared, req, Some(index)).await
-        }
-        (_, ["_bulk"]) | (_, [_, "_bulk"]) => Answer::error(
+    })
+}
+
+fn method_not_allowed(c: Call) -> Handled {
+    Box::pin(async move {
+        Answer::error(
             StatusCode::METHOD_NOT_ALLOWED,
             "method_not_allowed",
-            &format!("{method} is not allowed on {path}: use POST or PUT"),
-        ),
-        _ => Answer::error(
-            StatusCode::NOT_FOUND,
-            "not_found",
             &format!(
-                "the searchwire relay serves only POST /_bulk, POST /{{index}}/_bulk, GET /, \
-                 /health/live, /health/retry-queue and /metrics (not {method} {path})"
+                "{} is not allowed on {}: use POST or PUT",
+                c.req.method(),
+                c.req.uri().path()
             ),
+        )
+    })
+}
+
+fn not_found(c: Call) -> Handled {
+    Box::pin(async move { not_found_answer(c.req.method(), c.req.uri().path()) })
+}
+
+fn not_found_answer(method: &Method, path: &str) -> Answer {
+    Answer::error(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        &format!(
+            "the searchwire relay serves only POST /_bulk, POST /{{index}}/_bulk, GET /, \
+             /health/live, /health/retry-queue and /metrics (not {method} {path})"
         ),
-    }
+    )
+}
+
+/// Headers holding only a `Content-Type`.
+pub(crate) fn content_type(v: &'static str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(v));
+    h
 }
 
 impl Shared {
@@ -141,7 +252,18 @@ impl Shared {
     }
 }
 
-async fn bulk(shared: &Arc<Shared>, req: Request<Incoming>, index: Option<String>) -> Answer {
+fn bulk(c: Call) -> Handled {
+    Box::pin(async move {
+        let index = c.params.get("index").map(str::to_owned);
+        bulk_request(&c.shared, c.req, index).await
+    })
+}
+
+async fn bulk_request(
+    shared: &Arc<Shared>,
+    req: Request<Incoming>,
+    index: Option<String>,
+) -> Answer {
     let limit = shared.config.max_body_bytes;
     let declared = req
         .headers()
