@@ -43,10 +43,13 @@
 #![warn(missing_docs)]
 
 pub mod accept;
+mod body;
 pub mod config;
 mod delivery;
+mod discovery;
 pub mod identity;
 pub mod ndjson;
+mod passthrough;
 pub mod pattern;
 mod product;
 mod route;
@@ -69,10 +72,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify, Semaphore};
 
 pub use accept::QUEUED;
-pub use config::{AuthConfig, PriorityRule, RelayConfig};
+pub use config::PRIORITY_HEADER;
+pub use config::{AuthConfig, PassRule, PriorityRule, RelayConfig};
 pub use identity::{FALLBACK_ES_VERSION, FALLBACK_VERSION};
 pub use product::{PresentAs, Product};
-pub use server::PRIORITY_HEADER;
 pub use state::MetricsRender;
 
 use state::Shared;
@@ -110,8 +113,10 @@ impl Relay {
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
         let (live, delivering) = indexers(&config, &client)?;
+        let listen = listener.local_addr().unwrap_or(config.listen);
         Ok(Relay {
             shared: Arc::new(Shared {
+                listen,
                 config,
                 client,
                 queue,

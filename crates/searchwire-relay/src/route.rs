@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use http::{Method, Request};
+use http::{Method, Request, StatusCode};
 use hyper::body::Incoming;
 
 use crate::accept::Answer;
@@ -76,4 +76,14 @@ pub fn find<'t>(
         let p = matches(r.pattern, segs)?;
         r.when.is_none_or(|w| w(segs)).then_some((r, p))
     })
+}
+
+/// The 401 of a request without the relay's credentials.
+pub fn unauthorized() -> Answer {
+    metrics::counter!("searchwire_relay_requests_total", "result" => "unauthorized").increment(1);
+    Answer::error(
+        StatusCode::UNAUTHORIZED,
+        "security_exception",
+        "missing or wrong credentials for the searchwire relay",
+    )
 }

@@ -5,27 +5,29 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{header, HeaderMap, HeaderValue, Method, Request, Response, StatusCode};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::Full;
 use hyper::body::Incoming;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::accept::{self, Answer, BulkRequest};
+use crate::body;
 use crate::config::AuthConfig;
 use crate::identity::{self, MediaType, Product};
 use crate::ndjson::Defaults;
 use crate::pattern::{self, Methods};
 use crate::route::{self, Access, Call, Handled, Route};
 use crate::state::Shared;
+use crate::{discovery, passthrough};
 
-/// The priority header.
-pub const PRIORITY_HEADER: &str = "x-searchwire-priority";
+use crate::config::PRIORITY_HEADER;
 
 /// Answers one request, with the headers of the presented product (`X-Elastic-Product`
 /// when presenting Elasticsearch) and the media type the request asked for.
 pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Full<Bytes>> {
     let method = req.method().clone();
-    let (answer, media) = match identity::media_type(req.headers()) {
+    let gzip = body::accepts_gzip(req.headers());
+    let (mut answer, media) = match identity::media_type(req.headers()) {
         Ok(media) => (route(&shared, req).await, media),
         Err(reason) => (
             Answer::error(
@@ -36,6 +38,9 @@ pub(crate) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
             MediaType::Plain,
         ),
     };
+    if method != Method::HEAD {
+        body::compress(&mut answer, gzip).await;
+    }
     let mut resp = Response::new(Full::new(if method == Method::HEAD {
         Bytes::new()
     } else {
@@ -128,11 +133,18 @@ pub(crate) static ROUTES: &[Route] = &[
         handler: method_not_allowed,
     },
     Route {
+        methods: Methods::GET,
+        pattern: "/_nodes/**",
+        when: Some(discovery::is_info),
+        access: Access::Relay,
+        handler: discovery::nodes,
+    },
+    Route {
         methods: Methods::ANY,
         pattern: "/**",
         when: None,
-        access: Access::Relay,
-        handler: not_found,
+        access: Access::Forwarded,
+        handler: passthrough::handler,
     },
 ];
 
@@ -148,7 +160,7 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Answer {
     let relay_client = authorized(&shared.config.auth, req.headers());
     match row.access {
         Access::Public | Access::Forwarded => {}
-        Access::Relay | Access::Write if !relay_client => return unauthorized(),
+        Access::Relay | Access::Write if !relay_client => return route::unauthorized(),
         Access::Relay => {}
         Access::Write if shared.draining.load(Ordering::Relaxed) => {
             metrics::counter!("searchwire_relay_requests_total", "result" => "draining")
@@ -170,15 +182,6 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Answer {
         relay_client,
     })
     .await
-}
-
-fn unauthorized() -> Answer {
-    metrics::counter!("searchwire_relay_requests_total", "result" => "unauthorized").increment(1);
-    Answer::error(
-        StatusCode::UNAUTHORIZED,
-        "security_exception",
-        "missing or wrong credentials for the searchwire relay",
-    )
 }
 
 fn live(_: Call) -> Handled {
@@ -224,18 +227,11 @@ fn method_not_allowed(c: Call) -> Handled {
     })
 }
 
-fn not_found(c: Call) -> Handled {
-    Box::pin(async move { not_found_answer(c.req.method(), c.req.uri().path()) })
-}
-
 fn not_found_answer(method: &Method, path: &str) -> Answer {
     Answer::error(
         StatusCode::NOT_FOUND,
         "not_found",
-        &format!(
-            "the searchwire relay serves only POST /_bulk, POST /{{index}}/_bulk, GET /, \
-             /health/live, /health/retry-queue and /metrics (not {method} {path})"
-        ),
+        &format!("no route of the searchwire relay takes {method} {path}"),
     )
 }
 
@@ -264,15 +260,6 @@ async fn bulk_request(
     req: Request<Incoming>,
     index: Option<String>,
 ) -> Answer {
-    let limit = shared.config.max_body_bytes;
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
-        return too_large(limit);
-    }
     let priority = match req.headers().get(PRIORITY_HEADER) {
         None => None,
         Some(v) => match v.to_str().ok().and_then(|s| s.trim().parse::<u8>().ok()) {
@@ -312,31 +299,9 @@ async fn bulk_request(
             }
         }
     }
-    let body = Limited::new(req.into_body(), limit);
-    let body = match tokio::time::timeout(shared.config.body_read_timeout, body.collect()).await {
-        Err(_) => {
-            return Answer::error(
-                StatusCode::REQUEST_TIMEOUT,
-                "request_timeout",
-                &format!(
-                    "the request body did not arrive within {}s",
-                    shared.config.body_read_timeout.as_secs()
-                ),
-            )
-        }
-        Ok(Err(e)) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>()
-                .is_some()
-            {
-                return too_large(limit);
-            }
-            return Answer::error(
-                StatusCode::BAD_REQUEST,
-                "parse_exception",
-                &format!("cannot read the request body: {e}"),
-            );
-        }
-        Ok(Ok(b)) => b.to_bytes(),
+    let body = match body::read(shared, req).await {
+        Ok((_, body)) => body,
+        Err(refused) => return refused,
     };
     accept::bulk(
         shared,
@@ -348,15 +313,6 @@ async fn bulk_request(
         },
     )
     .await
-}
-
-fn too_large(limit: usize) -> Answer {
-    metrics::counter!("searchwire_relay_requests_total", "result" => "too_large").increment(1);
-    Answer::error(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        "content_too_long_exception",
-        &format!("the request body is larger than the relay's limit of {limit} bytes; split it into smaller bulk requests"),
-    )
 }
 
 /// `/health/retry-queue`: 200 while ready, 503 when draining or over the backlog threshold

@@ -19,6 +19,8 @@ pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
 
 pub(crate) struct Shared {
     pub config: RelayConfig,
+    /// The address the relay is bound to (the port, when the configuration said 0).
+    pub listen: std::net::SocketAddr,
     pub client: Client,
     pub queue: Queue,
     /// The first try of client items: short item deadline (the live budget).

@@ -397,6 +397,14 @@ pub(crate) struct Signing {
 
 impl Connector for Signing {
     fn send(&self, node: &NodeAddr, mut req: http::Request<Full<Bytes>>) -> SendFuture {
+        // A request sent without the client's credentials is not signed either.
+        if req
+            .extensions()
+            .get::<crate::message::request::WithoutClientCredentials>()
+            .is_some()
+        {
+            return self.inner.send(node, req);
+        }
         match self.signer.sign(&mut req) {
             Ok(()) => self.inner.send(node, req),
             // Nothing was sent, and nothing is wrong with the node: the request is
