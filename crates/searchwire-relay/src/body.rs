@@ -41,7 +41,7 @@ pub(crate) async fn read(
     req: Request<Incoming>,
 ) -> Result<(Parts, Bytes), Answer> {
     let limit = shared.config.max_body_bytes;
-    let codings = codings(req.headers())?;
+    let codings = codings(req.headers()).map_err(|a| *a)?;
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -90,9 +90,10 @@ pub(crate) async fn read(
                         "exception",
                         &format!("decompressing the request body failed: {e}"),
                     )
-                })??
+                })?
+                .map_err(|a| *a)?
         } else {
-            decode(coding, &bytes, limit)?
+            decode(coding, &bytes, limit).map_err(|a| *a)?
         };
     }
     Ok((parts, bytes))
@@ -100,7 +101,7 @@ pub(crate) async fn read(
 
 /// The codings of `Content-Encoding`, in the order applied; a 415 naming one the relay does
 /// not decode.
-fn codings(headers: &HeaderMap) -> Result<Vec<Coding>, Answer> {
+fn codings(headers: &HeaderMap) -> Result<Vec<Coding>, Box<Answer>> {
     let mut out = Vec::new();
     for v in headers.get_all(header::CONTENT_ENCODING) {
         let text = v.to_str().unwrap_or("(not ASCII)");
@@ -112,14 +113,14 @@ fn codings(headers: &HeaderMap) -> Result<Vec<Coding>, Answer> {
                 _ => {
                     metrics::counter!("searchwire_relay_requests_total", "result" => "bad_encoding")
                         .increment(1);
-                    return Err(Answer::error(
+                    return Err(Box::new(Answer::error(
                         StatusCode::UNSUPPORTED_MEDIA_TYPE,
                         "content_encoding_exception",
                         &format!(
                             "Content-Encoding [{c}] is not supported by the searchwire relay; \
                              send the body uncompressed, or compressed with gzip or deflate"
                         ),
-                    ));
+                    )));
                 }
             }
         }
@@ -128,7 +129,7 @@ fn codings(headers: &HeaderMap) -> Result<Vec<Coding>, Answer> {
 }
 
 /// Inflates `input`, stopping (413) as soon as the output would exceed `limit`.
-fn decode(coding: Coding, input: &[u8], limit: usize) -> Result<Bytes, Answer> {
+fn decode(coding: Coding, input: &[u8], limit: usize) -> Result<Bytes, Box<Answer>> {
     let result = match coding {
         Coding::Gzip => bounded(flate2::read::MultiGzDecoder::new(input), limit),
         // A zlib header: CMF (method 8, deflate) and FLG with (CMF·256 + FLG) % 31 == 0.
@@ -147,17 +148,17 @@ fn decode(coding: Coding, input: &[u8], limit: usize) -> Result<Bytes, Answer> {
     };
     match result {
         Ok(Some(v)) => Ok(Bytes::from(v)),
-        Ok(None) => Err(too_large(limit, true)),
+        Ok(None) => Err(Box::new(too_large(limit, true))),
         Err(e) => {
             metrics::counter!("searchwire_relay_requests_total", "result" => "bad_request")
                 .increment(1);
-            Err(Answer::error(
+            Err(Box::new(Answer::error(
                 StatusCode::BAD_REQUEST,
                 "parse_exception",
                 &format!(
                     "the request body is not valid {name} data (Content-Encoding: {name}): {e}"
                 ),
-            ))
+            )))
         }
     }
 }

@@ -63,8 +63,11 @@ async fn forward(c: Call) -> Answer {
     let shared = c.shared.clone();
     let method = c.req.method().clone();
     let path = c.req.uri().path().to_owned();
+    // Its own credentials: an `Authorization` that is not the relay's token (with no token
+    // configured, any `Authorization` is the client's own).
+    let relay_has_token = !matches!(shared.config.auth, crate::AuthConfig::None);
     let own = c.req.headers().contains_key(header::AUTHORIZATION)
-        && !(c.relay_client && !matches!(shared.config.auth, crate::AuthConfig::None));
+        && (!c.relay_client || !relay_has_token);
     if !own {
         if !c.relay_client {
             return crate::route::unauthorized();

@@ -130,8 +130,7 @@ impl Params {
 pub fn matches(pattern: &str, segs: &[String]) -> Option<Params> {
     let mut params = Params::default();
     let mut given = segs.iter();
-    let mut pat = pattern.split('/').filter(|s| !s.is_empty()).peekable();
-    while let Some(p) = pat.next() {
+    for p in pattern.split('/').filter(|s| !s.is_empty()) {
         if p == "**" {
             return Some(params);
         }
