@@ -10,10 +10,16 @@
 //!    generator holds only the compressed bytes) against the default 100 MiB limit: the
 //!    answer and the process's peak resident set (`VmHWM`) before and after.
 //!
+//! With `SEARCHWIRE_BENCH_URLS=http://127.0.0.1:9201,...` the same rows run against those
+//! real nodes instead (direct = the first URL).
+//!
 //! ```sh
 //! cargo run --release -p searchwire-relay --example dropin_bench [-- CLIENTS REQUESTS BATCH SEARCHES]
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "support/target.rs"]
+mod target;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -237,14 +243,22 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let (cluster, _bulk) = load.block_on(async {
-        let cluster = FakeCluster::start(1).await.unwrap();
-        let bulk = FakeBulk::new();
-        bulk.install(&cluster);
-        (cluster, bulk)
-    });
+    let _fake;
+    let (urls, direct, what) = match target::real_nodes() {
+        Some((urls, addr)) => (urls, addr, "the real node"),
+        None => {
+            let (cluster, bulk) = load.block_on(async {
+                let cluster = FakeCluster::start(1).await.unwrap();
+                let bulk = FakeBulk::new();
+                bulk.install(&cluster);
+                (cluster, bulk)
+            });
+            let (urls, addr) = (cluster.urls(), cluster.node(0).addr());
+            _fake = (cluster, bulk);
+            (urls, addr, "the fake node")
+        }
+    };
     let dir = tempfile::tempdir().unwrap();
-    let urls = cluster.urls();
     let (addr, stop) = relay_rt.block_on(async {
         let client = Client::builder().nodes(urls).build().unwrap();
         let q = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
@@ -273,9 +287,9 @@ fn main() {
         bulk_row("plain bodies (again)", addr, clients, requests, batch, false, false).await;
         println!("\n_search: one client, {searches} sequential requests on one keep-alive connection\n");
         println!("| path | requests | p50 µs | p99 µs |\n|---|---|---|---|");
-        search_row("direct to the fake node", cluster.node(0).addr(), searches).await;
+        search_row(&format!("direct to {what}"), direct, searches).await;
         search_row("through the relay (pass-through)", addr, searches).await;
-        search_row("direct to the fake node (again)", cluster.node(0).addr(), searches).await;
+        search_row(&format!("direct to {what} (again)"), direct, searches).await;
         search_row("through the relay (again)", addr, searches).await;
         println!("\ngzip bomb against the relay (default --max-body-bytes, 100 MiB)\n");
         println!("| body | status | ms | peak RSS before MiB | peak RSS after MiB | growth MiB |\n|---|---|---|---|---|---|");
