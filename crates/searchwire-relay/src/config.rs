@@ -1,4 +1,4 @@
-//! The relay's settings and their defaults (one table: [`DEFAULTS`], rendered into
+//! The relay's settings and their defaults (one table: [`defaults`], rendered into
 //! `docs/configuration.md`).
 
 use std::net::SocketAddr;

@@ -26,6 +26,13 @@
 //!   (name `searchwire-relay`), `X-Elastic-Product: Elasticsearch` on every response when
 //!   that is Elasticsearch, and the `compatible-with=8` media types of the Elasticsearch
 //!   clients ([`PresentAs`], learned from the cluster by default).
+//! - **Everything else** (`passthrough`): the last row of the route table (`server::ROUTES`,
+//!   read top to bottom; patterns in [`pattern`]) passes any other request to the cluster
+//!   through the same transport client, with the client's own `Authorization` and without
+//!   the relay's credentials, or with the relay's on the allow list
+//!   ([`config::DEFAULT_PASS_THROUGH`], `--pass-through`); otherwise 403. `GET /_nodes`
+//!   (`discovery`) names the relay as the only node. Every body may be gzip or deflate
+//!   (`body`: decoded size bounded, 415 for other codings); answers are gzip on request.
 //! - **Shutdown** ([`Relay::run`]): readiness goes 503 and, for [`config::DRAIN_GRACE`],
 //!   new `_bulk` requests are answered 503 (retry elsewhere), then the listener closes, requests in
 //!   flight are answered, the delivery loop gets [`config::DRAIN_TIMEOUT`] to finish its cycle,
