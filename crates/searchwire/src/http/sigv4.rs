@@ -646,6 +646,28 @@ mod tests {
         );
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_request_without_client_credentials_is_sent_unsigned_with_its_own() {
+        use crate::testing::{client, Scripted};
+        let c = Scripted::default();
+        let cl = client(1, &c, |b| b.aws_sigv4(signer().with_clock(ticking())));
+        cl.send(
+            crate::Request::get("/theirs")
+                .header("Authorization", "Bearer theirs")
+                .without_client_credentials(),
+        )
+        .await
+        .unwrap();
+        cl.send(crate::Request::get("/ours")).await.unwrap();
+        let sent = c.sent();
+        let theirs = sent.iter().find(|s| s.target == "/theirs").unwrap();
+        assert_eq!(theirs.headers["authorization"], "Bearer theirs");
+        assert!(!theirs.headers.contains_key("x-amz-date"), "not signed");
+        let ours = sent.iter().find(|s| s.target == "/ours").unwrap();
+        let auth = ours.headers["authorization"].to_str().unwrap();
+        assert!(auth.starts_with("AWS4-HMAC-SHA256 "), "{auth}");
+    }
+
     #[test]
     fn sigv4_with_other_credentials_fails_build_without_echoing_them() {
         let c = crate::testing::Scripted::default();
