@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use searchwire_queue::{EmbeddedConfig, Queue};
 use searchwire_relay::{
-    config as defaults, AuthConfig, PresentAs, PriorityRule, Relay, RelayConfig,
+    config as defaults, AuthConfig, PassRule, PresentAs, PriorityRule, Relay, RelayConfig,
 };
 
 use crate::connect::{connect, Auth, ConnectArgs};
@@ -25,7 +25,13 @@ const EMBEDDED_CONSUMER: &str = "relay";
 pub const FORCED: u8 = 130;
 
 const AFTER_HELP: &str = "\
-Serves POST /_bulk and POST|PUT /{index}/_bulk in OpenSearch's format. Each request is tried \
+Serves POST /_bulk and POST|PUT /{index}/_bulk in OpenSearch's format, and passes every \
+other request to the cluster through the same transport (retries, breaker, metrics): a \
+request carrying its own Authorization is sent with exactly that (the cluster decides); the \
+relay's own cluster credentials are used only for the bulk path and the --pass-through routes \
+(others are refused 403). GET /_nodes answers with the relay as the only node \
+(--advertise-address). Bodies may be gzip or deflate (bounded by --max-body-bytes once \
+decompressed); answers are gzip when the client accepts it. Each request is tried \
 once against the cluster (--live-budget); items the cluster cannot take now (429, 5xx, no node, \
 timeout, breaker open) are written durably to the queue and answered \
 {\"status\":200,\"result\":\"queued\"}; items refused for good keep their status and error. \
@@ -143,6 +149,34 @@ pub struct RelayArgs {
         help = "Do not try the cluster while answering: queue every item (the delivery loop sends it)"
     )]
     pub queue_only: bool,
+
+    #[arg(
+        long,
+        value_name = "ADDR",
+        help = "Address (host:port) the relay names as its own in GET /_nodes, so sniffing clients keep talking to it [default: the listen address; the client's Host when listening on 0.0.0.0]"
+    )]
+    pub advertise_address: Option<String>,
+
+    #[arg(long, value_name = "RULE", value_parser = PassRule::parse, help = "Also send requests matching METHODS PATTERN (e.g. \"DELETE /{index}\", \"PUT /_ilm/policy/{name}\") with the relay's own cluster credentials; repeatable. Requests carrying their own Authorization always pass with it, never with the relay's")]
+    pub pass_through: Vec<PassRule>,
+
+    #[arg(
+        long,
+        help = "Start the --pass-through list empty instead of from the defaults (reads, _refresh, index, data stream and template creation)"
+    )]
+    pub no_default_pass_through: bool,
+}
+
+/// The pass-through allow list: the defaults (unless `--no-default-pass-through`), then
+/// each `--pass-through`.
+fn pass_through(a: &RelayArgs) -> Vec<PassRule> {
+    let mut rules = if a.no_default_pass_through {
+        Vec::new()
+    } else {
+        defaults::default_pass_through()
+    };
+    rules.extend(a.pass_through.iter().cloned());
+    rules
 }
 
 fn parse_priority(s: &str) -> Result<PriorityRule, String> {
@@ -195,6 +229,7 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
         },
         _ => AuthConfig::None,
     };
+    let pass_through = pass_through(&a);
     let config = RelayConfig {
         listen: a.listen,
         auth,
@@ -209,6 +244,8 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
         max_connections: a.max_connections,
         priority_rules: a.priority,
         queue_only: a.queue_only,
+        advertise_address: a.advertise_address.clone(),
+        pass_through,
         ..RelayConfig::default()
     };
     let mut relay = match Relay::bind(config, client, queue).await {

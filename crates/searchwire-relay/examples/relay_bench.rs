@@ -13,6 +13,9 @@
 //! ```
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "support/target.rs"]
+mod target;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -129,19 +132,9 @@ async fn main() {
     println!("{clients} clients x {requests} requests x {batch} documents (keep-alive, one request in flight per client)\n");
     println!("| path | docs/s | ack p50 ms | ack p99 ms |\n|---|---|---|---|");
     // The fake cluster, or the real nodes named in SEARCHWIRE_BENCH_URLS.
-    let real: Option<Vec<String>> = std::env::var("SEARCHWIRE_BENCH_URLS")
-        .ok()
-        .map(|v| v.split(',').map(str::to_owned).collect());
     let _fake;
-    let (urls, direct, what) = match real {
-        Some(urls) => {
-            let addr: SocketAddr = urls[0]
-                .trim_start_matches("http://")
-                .trim_end_matches('/')
-                .parse()
-                .unwrap();
-            (urls, addr, "the real nodes")
-        }
+    let (urls, direct, what) = match target::real_nodes() {
+        Some((urls, addr)) => (urls, addr, "the real nodes"),
         None => {
             let cluster = FakeCluster::start(1).await.unwrap();
             let bulk = FakeBulk::new();

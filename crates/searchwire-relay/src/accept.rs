@@ -27,8 +27,11 @@ pub const QUEUED: &str = "queued";
 pub struct Answer {
     /// HTTP status.
     pub status: StatusCode,
-    /// JSON body.
+    /// The body (JSON unless a `Content-Type` in `headers` says otherwise).
     pub body: Bytes,
+    /// Headers of the answer (empty for the relay's own JSON answers: the server adds the
+    /// `Content-Type` the request's media type asks for).
+    pub headers: http::HeaderMap,
 }
 
 impl Answer {
@@ -36,6 +39,7 @@ impl Answer {
         Answer {
             status,
             body: Bytes::from(serde_json::to_vec(v).unwrap_or_default()),
+            headers: http::HeaderMap::new(),
         }
     }
 

@@ -1,10 +1,14 @@
-//! The relay's settings and their defaults (one table: [`DEFAULTS`], rendered into
+//! The relay's settings and their defaults (one table: [`defaults`], rendered into
 //! `docs/configuration.md`).
 
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::identity::PresentAs;
+use crate::pattern::{self, Methods};
+use crate::product::PresentAs;
+
+/// The request header that sets a bulk request's queue priority (0–255, higher first).
+pub const PRIORITY_HEADER: &str = "x-searchwire-priority";
 
 /// Default listen address: loopback only, so a relay is never an open proxy to the cluster
 /// by accident (port 9280: next to OpenSearch's 9200, free in a default install).
@@ -149,6 +153,11 @@ pub fn defaults() -> Vec<(&'static str, String, &'static str)> {
             "bulk requests in flight per indexer (live, delivery); adaptive below, halved on 429",
         ),
         (
+            "pass-through with the relay's credentials",
+            format!("{} rules", DEFAULT_PASS_THROUGH.len()),
+            "reads, _refresh, index/data stream/template creation; never deletes (see DEFAULT_PASS_THROUGH)",
+        ),
+        (
             "bulk linger",
             secs(BULK_LINGER),
             "a partly filled batch waits this long for more items; a client is waiting",
@@ -190,6 +199,100 @@ impl std::fmt::Debug for AuthConfig {
             AuthConfig::Basic { user, .. } => write!(f, "Basic({user}, <redacted>)"),
         }
     }
+}
+
+/// The pass-through routes on which the relay lends a client its own cluster credentials
+/// (`--pass-through` adds to them, `--no-default-pass-through` starts from none): what log
+/// shippers and clients do at start-up and in normal reading — reads (every `GET` and
+/// `HEAD`; the read-only `POST`s; clearing a scroll or point in time), `_refresh`, and the
+/// creation of indices, data streams and index, component and legacy templates. Nothing that
+/// deletes, closes or reindexes data, changes settings or mappings of existing indices, or
+/// installs lifecycle policies (an ISM/ILM policy can delete indices) or ingest pipelines (one
+/// can drop or reroute documents): a client holding only the relay's token cannot do those
+/// through the relay unless the operator lists them. A client that sends its own
+/// `Authorization` is never lent anything: its credentials go to the cluster as they are,
+/// and the cluster decides (see SECURITY.md).
+pub const DEFAULT_PASS_THROUGH: &[&str] = &[
+    "GET,HEAD /**",
+    "POST /_search",
+    "POST /{index}/_search",
+    "POST /_msearch",
+    "POST /{index}/_msearch",
+    "POST /_count",
+    "POST /{index}/_count",
+    "POST /_mget",
+    "POST /{index}/_mget",
+    "POST /_field_caps",
+    "POST /{index}/_field_caps",
+    "POST /_search/scroll",
+    "DELETE /_search/scroll",
+    "POST /{index}/_search/point_in_time",
+    "DELETE /_search/point_in_time",
+    "POST /{index}/_pit",
+    "DELETE /_pit",
+    "POST /_refresh",
+    "POST /{index}/_refresh",
+    "PUT /{index}",
+    "PUT /_data_stream/{name}",
+    "PUT,POST /_index_template/{name}",
+    "PUT,POST /_component_template/{name}",
+    "PUT,POST /_template/{name}",
+];
+
+/// A pass-through allow rule: methods and a path pattern (see [`crate::pattern`]), written
+/// `METHOD[,METHOD] PATTERN`, e.g. `DELETE /{index}` or `PUT,POST /_ilm/policy/{name}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassRule {
+    /// The methods it allows.
+    pub methods: Methods,
+    /// The path pattern.
+    pub pattern: String,
+}
+
+impl PassRule {
+    /// Parses `METHOD[,METHOD] PATTERN`; the error says what is wrong.
+    pub fn parse(s: &str) -> Result<PassRule, String> {
+        let (m, p) = s.trim().split_once(char::is_whitespace).ok_or_else(|| {
+            format!("{s:?}: give METHODS PATTERN, e.g. \"DELETE /{{index}}\" or \"PUT,POST /_ilm/policy/{{name}}\"")
+        })?;
+        let mut methods: Option<Methods> = None;
+        for name in m.split([',', '|']) {
+            let one = Methods::parse(name)
+                .ok_or_else(|| format!("{s:?}: {name:?} is not an HTTP method"))?;
+            methods = Some(methods.map_or(one, |ms| ms | one));
+        }
+        let pattern = p.trim();
+        if !pattern.starts_with('/') {
+            return Err(format!("{s:?}: the path pattern must start with /"));
+        }
+        if pattern
+            .split('/')
+            .collect::<Vec<_>>()
+            .iter()
+            .rev()
+            .skip(1)
+            .any(|seg| *seg == "**")
+        {
+            return Err(format!("{s:?}: ** may only end a pattern"));
+        }
+        Ok(PassRule {
+            methods: methods.ok_or_else(|| format!("{s:?}: no method given"))?,
+            pattern: pattern.to_owned(),
+        })
+    }
+
+    /// Whether the rule allows `method` on the decoded path segments `segs`.
+    pub fn allows(&self, method: &http::Method, segs: &[String]) -> bool {
+        self.methods.contains(method) && pattern::matches(&self.pattern, segs).is_some()
+    }
+}
+
+/// [`DEFAULT_PASS_THROUGH`], parsed.
+pub fn default_pass_through() -> Vec<PassRule> {
+    DEFAULT_PASS_THROUGH
+        .iter()
+        .filter_map(|r| PassRule::parse(r).ok())
+        .collect()
 }
 
 /// A per-index priority rule: indices whose name starts with `prefix` get `priority`
@@ -248,6 +351,12 @@ pub struct RelayConfig {
 
     /// The product the relay presents itself as (`GET /`, `X-Elastic-Product`).
     pub present_as: PresentAs,
+    /// The address the relay names as its own in `GET /_nodes` (what sniffing clients then
+    /// connect to). Default: the listen address.
+    pub advertise_address: Option<String>,
+    /// Pass-through routes that may use the relay's own cluster credentials. Default
+    /// [`DEFAULT_PASS_THROUGH`].
+    pub pass_through: Vec<PassRule>,
 }
 
 impl Default for RelayConfig {
@@ -275,6 +384,8 @@ impl Default for RelayConfig {
             bulk_concurrency: BULK_CONCURRENCY,
 
             present_as: PresentAs::Auto,
+            advertise_address: None,
+            pass_through: default_pass_through(),
         }
     }
 }
@@ -348,6 +459,40 @@ mod tests {
         c.auth = AuthConfig::Bearer("t".into());
         assert!(c.validate().is_ok());
         assert!(!format!("{c:?}").contains("\"t\""));
+    }
+
+    #[test]
+    fn pass_rules_parse_and_the_default_never_deletes_an_index() {
+        assert_eq!(default_pass_through().len(), DEFAULT_PASS_THROUGH.len());
+        let r = PassRule::parse("PUT,POST /_ilm/policy/{name}").unwrap();
+        let segs = crate::pattern::segments("/_ilm/policy/logs");
+        assert!(r.allows(&http::Method::PUT, &segs));
+        assert!(!r.allows(&http::Method::DELETE, &segs));
+        assert!(PassRule::parse("FETCH /x").unwrap_err().contains("FETCH"));
+        assert!(PassRule::parse("GET x")
+            .unwrap_err()
+            .contains("start with /"));
+        assert!(PassRule::parse("GET").is_err());
+        assert!(PassRule::parse("GET /**/x").unwrap_err().contains("**"));
+        let allowed = |m: http::Method, p: &str| {
+            let segs = crate::pattern::segments(p);
+            default_pass_through().iter().any(|r| r.allows(&m, &segs))
+        };
+        use http::Method as M;
+        assert!(allowed(M::GET, "/logs/_search"));
+        assert!(allowed(M::POST, "/logs/_search"));
+        assert!(allowed(M::PUT, "/logs-2026"));
+        assert!(allowed(M::PUT, "/_index_template/logs"));
+        assert!(!allowed(M::DELETE, "/logs"));
+        assert!(!allowed(M::DELETE, "/_all"));
+        assert!(!allowed(M::POST, "/logs/_delete_by_query"));
+        assert!(!allowed(M::PUT, "/_settings"));
+        assert!(!allowed(M::PUT, "/%5Fsettings"));
+        assert!(!allowed(M::PUT, "/logs/_settings"));
+        assert!(!allowed(M::PUT, "/_cluster/settings"));
+        assert!(!allowed(M::POST, "/logs/_close"));
+        assert!(!allowed(M::PUT, "/_plugins/_ism/policies/p"));
+        assert!(!allowed(M::POST, "/_reindex"));
     }
 
     #[test]

@@ -28,6 +28,13 @@
 //!   clients, as the fronted major takes them (9 and 8 in front of 9.x, 8 in front of 8.x;
 //!   another is refused with Elasticsearch's own 400) ([`PresentAs`], learned from the
 //!   cluster by default).
+//! - **Everything else** (`passthrough`): the last row of the route table (`server::ROUTES`,
+//!   read top to bottom; patterns in [`pattern`]) passes any other request to the cluster
+//!   through the same transport client, with the client's own `Authorization` and without
+//!   the relay's credentials, or with the relay's on the allow list
+//!   ([`config::DEFAULT_PASS_THROUGH`], `--pass-through`); otherwise 403. `GET /_nodes`
+//!   (`discovery`) names the relay as the only node. Every body may be gzip or deflate
+//!   (`body`: decoded size bounded, 415 for other codings); answers are gzip on request.
 //! - **Shutdown** ([`Relay::run`]): readiness goes 503 and, for [`config::DRAIN_GRACE`],
 //!   new `_bulk` requests are answered 503 (retry elsewhere), then the listener closes, requests in
 //!   flight are answered, the delivery loop gets [`config::DRAIN_TIMEOUT`] to finish its cycle,
@@ -45,11 +52,17 @@
 #![warn(missing_docs)]
 
 pub mod accept;
+mod body;
 pub mod config;
 mod delivery;
 pub mod filter_path;
+mod discovery;
 pub mod identity;
 pub mod ndjson;
+mod passthrough;
+pub mod pattern;
+mod product;
+mod route;
 pub mod send;
 mod server;
 mod single;
@@ -70,9 +83,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{watch, Notify, Semaphore};
 
 pub use accept::QUEUED;
-pub use config::{AuthConfig, PriorityRule, RelayConfig};
-pub use identity::{PresentAs, Product, FALLBACK_ES_VERSION, FALLBACK_VERSION};
-pub use server::PRIORITY_HEADER;
+pub use config::PRIORITY_HEADER;
+pub use config::{AuthConfig, PassRule, PriorityRule, RelayConfig};
+pub use identity::{FALLBACK_ES_VERSION, FALLBACK_VERSION};
+pub use product::{PresentAs, Product};
 pub use single::{OUTCOME_UNKNOWN, QUEUED_STATUS};
 pub use state::MetricsRender;
 
@@ -111,8 +125,10 @@ impl Relay {
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
         let (live, delivering) = indexers(&config, &client)?;
+        let listen = listener.local_addr().unwrap_or(config.listen);
         Ok(Relay {
             shared: Arc::new(Shared {
+                listen,
                 config,
                 client,
                 queue,
@@ -120,7 +136,7 @@ impl Relay {
                 delivering,
                 draining: AtomicBool::new(false),
                 wake: Notify::new(),
-                learned: Mutex::new(identity::Learned::default()),
+                learned: Mutex::new(state::Learned::default()),
                 metrics: None,
             }),
             listener,

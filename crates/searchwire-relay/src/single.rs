@@ -43,17 +43,6 @@ pub const QUEUED_STATUS: StatusCode = StatusCode::ACCEPTED;
 /// The error type of a scripted `_update` whose outcome the relay cannot know.
 pub const OUTCOME_UNKNOWN: &str = "searchwire_outcome_unknown";
 
-/// Whether the request is a single-document write this module answers: any method on
-/// `/{index}/_create/{id}` and `/{index}/_update/{id}` (a wrong one is OpenSearch's 405),
-/// and `/{index}/_doc[/{id}]` but for `GET`/`HEAD` of a document (reads are not writes).
-pub(crate) fn claims(method: &Method, segs: &[&str]) -> bool {
-    match segs {
-        [_, "_create" | "_update", _] | [_, "_doc"] => true,
-        [_, "_doc", _] => !matches!(*method, Method::GET | Method::HEAD),
-        _ => false,
-    }
-}
-
 /// The parsed route.
 #[derive(Debug, PartialEq, Eq)]
 enum Route {
@@ -77,14 +66,9 @@ pub(crate) struct SingleRequest<'a> {
     pub body: Bytes,
 }
 
-/// Answers one single-document write (the caller checked [`claims`]).
+/// Answers one single-document write (a row of the route table, `server::ROUTES`, sent it).
 pub(crate) async fn serve(shared: &Shared, req: SingleRequest<'_>) -> Answer {
-    let segs: Vec<String> = req
-        .path
-        .trim_matches('/')
-        .split('/')
-        .map(crate::server::decode_path)
-        .collect();
+    let segs = crate::pattern::segments(req.path);
     let (index, kind, id) = match segs.as_slice() {
         [i, k] => (i.as_str(), k.as_str(), None),
         [i, k, id] => (i.as_str(), k.as_str(), Some(id.as_str())),
@@ -518,7 +502,11 @@ async fn scripted_update(shared: &Shared, req: &SingleRequest<'_>) -> Answer {
 
 /// The cluster's own answer, as it is.
 fn passed(status: StatusCode, body: Bytes) -> Answer {
-    Answer { status, body }
+    Answer {
+        status,
+        body,
+        headers: http::HeaderMap::new(),
+    }
 }
 
 #[cfg(test)]
@@ -537,21 +525,6 @@ mod tests {
 
     fn body(a: &Answer) -> Value {
         serde_json::from_slice(&a.body).unwrap()
-    }
-
-    #[test]
-    fn claims_writes_but_not_reads() {
-        let c = |m: Method, p: &str| claims(&m, &p.split('/').collect::<Vec<_>>());
-        assert!(c(Method::PUT, "i/_doc/1"));
-        assert!(c(Method::POST, "i/_doc"));
-        assert!(c(Method::DELETE, "i/_doc/1"));
-        assert!(!c(Method::GET, "i/_doc/1"), "a read is not ours");
-        assert!(!c(Method::HEAD, "i/_doc/1"));
-        assert!(c(Method::GET, "i/_create/1"), "a wrong method gets our 405");
-        assert!(c(Method::POST, "i/_update/1"));
-        assert!(!c(Method::POST, "i/_bulk"));
-        assert!(!c(Method::POST, "i/_update_by_query"));
-        assert!(!c(Method::POST, "i/_doc/1/x"));
     }
 
     #[test]

@@ -9,7 +9,9 @@ use searchwire_queue::Queue;
 use tokio::sync::Notify;
 
 use crate::config::RelayConfig;
-use crate::identity::Learned;
+use serde_json::Value;
+
+use crate::product::Product;
 
 /// Renders the process's metrics (Prometheus text); installed by the binary that owns the
 /// recorder.
@@ -17,6 +19,8 @@ pub type MetricsRender = Arc<dyn Fn() -> String + Send + Sync>;
 
 pub(crate) struct Shared {
     pub config: RelayConfig,
+    /// The address the relay is bound to (the port, when the configuration said 0).
+    pub listen: std::net::SocketAddr,
     pub client: Client,
     pub queue: Queue,
     /// The first try of client items: short item deadline (the live budget).
@@ -30,4 +34,13 @@ pub(crate) struct Shared {
     /// What the fronted cluster's `GET /` said, once it answered.
     pub learned: Mutex<Learned>,
     pub metrics: Option<MetricsRender>,
+}
+
+/// What the relay last learned from the cluster's `GET /`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Learned {
+    /// The cluster's answer, `name` replaced by `searchwire-relay`.
+    pub root: Option<Value>,
+    /// Its product.
+    pub product: Option<Product>,
 }

@@ -225,6 +225,43 @@ async fn bearer_tokens_and_url_credentials_are_sent_and_never_displayed() {
 }
 
 #[tokio::test]
+async fn a_request_without_client_credentials_carries_only_its_own() {
+    let node = FakeNode::start("n").await.unwrap();
+    let client = Client::builder()
+        .node(node.url())
+        .basic_auth("relay", "s3cret")
+        .read_environment(false)
+        .build()
+        .unwrap();
+    client
+        .send(Request::get("/a").without_client_credentials())
+        .await
+        .unwrap();
+    client
+        .send(
+            Request::get("/b")
+                .header("Authorization", "Bearer theirs")
+                .without_client_credentials(),
+        )
+        .await
+        .unwrap();
+    client.send(Request::get("/c")).await.unwrap();
+    let seen: Vec<_> = node
+        .requests()
+        .iter()
+        .map(|r| (r.path.clone(), r.header("authorization").map(str::to_owned)))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("/a".to_owned(), None),
+            ("/b".to_owned(), Some("Bearer theirs".to_owned())),
+            ("/c".to_owned(), Some("Basic cmVsYXk6czNjcmV0".to_owned())),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn a_throttled_node_is_retried_after_retry_after() {
     let node = FakeNode::start("n").await.unwrap();
     node.once(Match::Any, Behavior::retry_after(429, "1"));

@@ -392,6 +392,14 @@ pub(crate) struct Signing {
 
 impl Connector for Signing {
     fn send(&self, node: &NodeAddr, mut req: http::Request<Full<Bytes>>) -> SendFuture {
+        // A request sent without the client's credentials is not signed either.
+        if req
+            .extensions()
+            .get::<crate::message::request::WithoutClientCredentials>()
+            .is_some()
+        {
+            return self.inner.send(node, req);
+        }
         match self.signer.sign(&mut req) {
             Ok(()) => self.inner.send(node, req),
             // Nothing was sent, and nothing is wrong with the node: the request is
@@ -631,6 +639,28 @@ mod tests {
             sent.len(),
             "each request signed at its own time"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_without_client_credentials_is_sent_unsigned_with_its_own() {
+        use crate::testing::{client, Scripted};
+        let c = Scripted::default();
+        let cl = client(1, &c, |b| b.aws_sigv4(signer().with_clock(ticking())));
+        cl.send(
+            crate::Request::get("/theirs")
+                .header("Authorization", "Bearer theirs")
+                .without_client_credentials(),
+        )
+        .await
+        .unwrap();
+        cl.send(crate::Request::get("/ours")).await.unwrap();
+        let sent = c.sent();
+        let theirs = sent.iter().find(|s| s.target == "/theirs").unwrap();
+        assert_eq!(theirs.headers["authorization"], "Bearer theirs");
+        assert!(!theirs.headers.contains_key("x-amz-date"), "not signed");
+        let ours = sent.iter().find(|s| s.target == "/ours").unwrap();
+        let auth = ours.headers["authorization"].to_str().unwrap();
+        assert!(auth.starts_with("AWS4-HMAC-SHA256 "), "{auth}");
     }
 
     #[test]

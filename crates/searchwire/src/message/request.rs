@@ -32,7 +32,13 @@ pub struct Request {
     /// The most retries the transport makes for this request (`None`: the client's rules).
     pub(crate) max_retries: Option<u32>,
     pub(crate) error: Option<String>,
+    pub(crate) client_credentials: bool,
 }
+
+/// Marks an HTTP request sent without the client's credentials: the signing connector
+/// (SigV4) leaves it unsigned.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WithoutClientCredentials;
 
 impl std::fmt::Debug for Request {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -50,6 +56,7 @@ impl std::fmt::Debug for Request {
             .field("deadline", &self.deadline)
             .field("idempotent", &self.idempotent)
             .field("max_retries", &self.max_retries)
+            .field("client_credentials", &self.client_credentials)
             .finish()
     }
 }
@@ -102,6 +109,7 @@ impl Request {
             idempotent: None,
             max_retries: None,
             error: None,
+            client_credentials: true,
         }
     }
 
@@ -242,6 +250,23 @@ impl Request {
     pub fn max_retries(mut self, n: u32) -> Request {
         self.max_retries = Some(n);
         self
+    }
+
+    /// Sends this request without the client's own credentials: no configured
+    /// `Authorization` (basic, bearer, the URL's userinfo) and no SigV4 signature. Only the
+    /// request's own headers authenticate it — an `Authorization` set with
+    /// [`header`](Self::header), or nothing. For a proxy that forwards its caller's
+    /// credentials and must never lend it its own (a TLS client certificate, being part of
+    /// the connection, is still presented).
+    pub fn without_client_credentials(mut self) -> Request {
+        self.client_credentials = false;
+        self
+    }
+
+    /// Whether the client's own credentials go with this request (see
+    /// [`without_client_credentials`](Self::without_client_credentials)).
+    pub fn uses_client_credentials(&self) -> bool {
+        self.client_credentials
     }
 
     /// The method.

@@ -75,9 +75,20 @@ pub(super) fn build_http(
     if let Some(host) = node.host_header() {
         headers.insert(http::header::HOST, host.clone());
     }
-    for (k, v) in inner.headers.iter() {
-        headers.insert(k, v.clone());
+    if request.client_credentials {
+        for (k, v) in inner.headers.iter() {
+            headers.insert(k, v.clone());
+        }
+    } else {
+        for (k, v) in inner.headers.iter() {
+            if k != http::header::AUTHORIZATION {
+                headers.insert(k, v.clone());
+            }
+        }
+        req.extensions_mut()
+            .insert(crate::message::request::WithoutClientCredentials);
     }
+    let headers = req.headers_mut();
     for (k, v) in request.headers.iter() {
         headers.insert(k, v.clone());
     }
