@@ -255,6 +255,13 @@ pub(super) fn parse_bytes(s: &str) -> Result<usize, String> {
     }
 }
 
+fn item_deadline_help() -> String {
+    format!(
+        "A retryable item (429, 503, reset, timeout, no node) is retried for up to DUR after it was read — past its class's retries at the capped delay — and only then is a dead letter; documents the cluster refuses for good are dead letters at once. With a queue, --queue-after takes its place [default: {}]",
+        d::ITEM_DEADLINE.map_or_else(|| "none".to_string(), format_duration)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -280,11 +287,4 @@ mod tests {
         assert!(parse_bytes("5GB").is_err());
         assert!(parse_bytes("x").is_err());
     }
-}
-
-fn item_deadline_help() -> String {
-    format!(
-        "A retryable item (429, 503, reset, timeout, no node) is retried for up to DUR after it was read — past its class's retries at the capped delay — and only then is a dead letter; documents the cluster refuses for good are dead letters at once. With a queue, --queue-after takes its place [default: {}]",
-        d::ITEM_DEADLINE.map_or_else(|| "none".to_string(), format_duration)
-    )
 }
