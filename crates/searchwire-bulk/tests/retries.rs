@@ -33,11 +33,7 @@ async fn retrying_client(n: usize) -> (FakeCluster, searchwire_fake::FakeBulk, C
 }
 
 fn offsets(cluster: &FakeCluster) -> Vec<u64> {
-    let reqs = cluster.node(0).requests();
-    let t0 = reqs[0].at;
-    reqs.iter()
-        .map(|r| (r.at - t0).as_millis() as u64)
-        .collect()
+    support::arrival_offsets_of(cluster)
 }
 
 /// A whole-request 429 with `Retry-After: 1` three times: the batch is sent exactly four

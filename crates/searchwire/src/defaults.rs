@@ -360,7 +360,7 @@ pub fn table() -> Vec<DefaultEntry> {
                 ADAPTIVE_JITTER_HIGH_THRESHOLD,
                 ADAPTIVE_JITTER_HIGH
             ),
-            why: "a client that keeps retrying spreads its retries further apart. It reads the client's own retry counter, not Prometheus as the reference does: no metrics pipeline or scrape lag, and only the retries this client makes are its to slow down. Half-open counts as open (x3): the probes after an outage must not come back in a wave",
+            why: "a client that keeps retrying spreads its retries further apart. It reads the client's own retry counter, not Prometheus as the reference does: no metrics pipeline or scrape lag, and only the retries this client makes are its to slow down. Half-open counts as open (x3): the probes after an outage must not all come back at once",
         },
         DefaultEntry {
             setting: "circuit_breaker",

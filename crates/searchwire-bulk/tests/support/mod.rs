@@ -121,3 +121,12 @@ impl RetrySink for Collect {
 pub fn doc(i: usize) -> serde_json::Value {
     serde_json::json!({ "n": i, "msg": format!("document {i}") })
 }
+
+/// Arrival times of the requests to node 0 of `cluster`, in ms after the first.
+pub fn arrival_offsets_of(cluster: &FakeCluster) -> Vec<u64> {
+    let reqs = cluster.node(0).requests();
+    let t0 = reqs[0].at;
+    reqs.iter()
+        .map(|r| (r.at - t0).as_millis() as u64)
+        .collect()
+}

@@ -308,9 +308,7 @@ impl EmbeddedQueue {
         retry_at: Timestamp,
         error: &str,
     ) -> Result<Rescheduled> {
-        let (id, token, error, now) = (lease.id(), lease.token, error.to_owned(), self.now());
-        self.write(move |t| t.reschedule(id, token, retry_at, &error, now, true))
-            .await
+        self.put_back(lease, retry_at, error, true).await
     }
 
     /// See [`Queue::defer`](crate::Queue::defer).
@@ -320,8 +318,19 @@ impl EmbeddedQueue {
         retry_at: Timestamp,
         error: &str,
     ) -> Result<Rescheduled> {
+        self.put_back(lease, retry_at, error, false).await
+    }
+
+    /// A reschedule (`counted`) or a deferral.
+    async fn put_back(
+        &self,
+        lease: &Lease,
+        retry_at: Timestamp,
+        error: &str,
+        counted: bool,
+    ) -> Result<Rescheduled> {
         let (id, token, error, now) = (lease.id(), lease.token, error.to_owned(), self.now());
-        self.write(move |t| t.reschedule(id, token, retry_at, &error, now, false))
+        self.write(move |t| t.reschedule(id, token, retry_at, &error, now, counted))
             .await
     }
 
