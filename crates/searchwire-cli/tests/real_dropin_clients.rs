@@ -66,6 +66,8 @@ struct Spec {
     program: PathBuf,
     args: Vec<String>,
     index: String,
+    /// What must be installed for it (the install's products).
+    needs: Vec<PathBuf>,
     /// What else its summary must say (beyond the checks every client gets).
     extra: fn(&Value, &str) -> Vec<String>,
 }
@@ -214,7 +216,9 @@ async fn wait_all(
             return;
         }
         if Instant::now() >= deadline {
-            eprintln!("real_dropin_clients: {what}: still waiting for {pending:?} after {within:?}");
+            eprintln!(
+                "real_dropin_clients: {what}: still waiting for {pending:?} after {within:?}"
+            );
             return;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -250,7 +254,12 @@ impl Drop for RestartVictim {
 /// Runs `specs` against a relay in front of `urls` through a kill and restart of node 3
 /// (`engine_args` selects the engine for `scripts/cluster`), then checks each client;
 /// panics with every client's problems.
-async fn run(urls: Vec<String>, engine_args: &'static [&'static str], version: &str, specs: Vec<Spec>) {
+async fn run(
+    urls: Vec<String>,
+    engine_args: &'static [&'static str],
+    version: &str,
+    specs: Vec<Spec>,
+) {
     let t0 = Instant::now();
     let _restore = RestartVictim(engine_args);
     let direct = Client::builder().nodes(urls.clone()).build().unwrap();
@@ -264,17 +273,26 @@ async fn run(urls: Vec<String>, engine_args: &'static [&'static str], version: &
     for s in &specs {
         let _ = direct.send(Request::delete(format!("/{}", s.index))).await;
         let _ = direct
-            .send(Request::delete(format!("/_index_template/{}-template", s.index)))
+            .send(Request::delete(format!(
+                "/_index_template/{}-template",
+                s.index
+            )))
             .await;
     }
     let queue = tempfile::tempdir().unwrap();
     let relay = spawn_relay(&urls.join(","), queue.path(), free_port(), &[]).await;
     let relay_url = format!("http://{}", relay.addr);
-    let mut clients: Vec<Running> = specs.into_iter().map(|s| spawn_client(s, &relay_url)).collect();
+    let mut clients: Vec<Running> = specs
+        .into_iter()
+        .map(|s| spawn_client(s, &relay_url))
+        .collect();
 
-    wait_all(&clients, "the lead before the kill", Duration::from_secs(120), |c| {
-        c.progress() >= LEAD || c.done_writing()
-    })
+    wait_all(
+        &clients,
+        "the lead before the kill",
+        Duration::from_secs(120),
+        |c| c.progress() >= LEAD || c.done_writing(),
+    )
     .await;
     let cmd = |verb: &'static str| {
         let mut a = engine_args.to_vec();
@@ -283,7 +301,10 @@ async fn run(urls: Vec<String>, engine_args: &'static [&'static str], version: &
     };
     let (ok, out) = cluster_cmd(&cmd("kill"));
     assert!(ok, "scripts/cluster kill {VICTIM}: {out}");
-    eprintln!("node {VICTIM} SIGKILLed at {:.1}s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "node {VICTIM} SIGKILLed at {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
     // The clients write on while the node is gone, before the restart brings it back.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let restart = cmd("restart");
@@ -291,25 +312,44 @@ async fn run(urls: Vec<String>, engine_args: &'static [&'static str], version: &
         .await
         .unwrap();
     assert!(ok, "scripts/cluster restart {VICTIM}: {out}");
-    eprintln!("node {VICTIM} restarted at {:.1}s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "node {VICTIM} restarted at {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
     let at_restart: Vec<u64> = clients.iter().map(Running::progress).collect();
     let after: Vec<(String, u64)> = clients
         .iter()
         .zip(&at_restart)
         .map(|(c, p)| (c.spec.name.clone(), p + LEAD))
         .collect();
-    wait_all(&clients, "the lead after the restart", Duration::from_secs(120), |c| {
-        let want = after.iter().find(|(n, _)| *n == c.spec.name).map_or(0, |(_, p)| *p);
-        c.progress() >= want || c.done_writing()
-    })
+    wait_all(
+        &clients,
+        "the lead after the restart",
+        Duration::from_secs(120),
+        |c| {
+            let want = after
+                .iter()
+                .find(|(n, _)| *n == c.spec.name)
+                .map_or(0, |(_, p)| *p);
+            c.progress() >= want || c.done_writing()
+        },
+    )
     .await;
 
     for c in &mut clients {
         c.say("stop").await;
     }
-    wait_all(&clients, "every answer", Duration::from_secs(240), Running::done_writing)
+    wait_all(
+        &clients,
+        "every answer",
+        Duration::from_secs(240),
+        Running::done_writing,
+    )
     .await;
-    eprintln!("clients stopped writing at {:.1}s", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "clients stopped writing at {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
     wait_drained(relay.addr, Duration::from_secs(300)).await;
     eprintln!("relay drained at {:.1}s", t0.elapsed().as_secs_f64());
     for c in &mut clients {
@@ -320,17 +360,20 @@ async fn run(urls: Vec<String>, engine_args: &'static [&'static str], version: &
         c.stdin = None;
     }
     // The reader tasks see end of stream once the processes are gone.
-    wait_all(&clients, "the summaries", Duration::from_secs(10), |_| false).await;
+    wait_all(&clients, "the summaries", Duration::from_secs(10), |_| {
+        false
+    })
+    .await;
 
     let mut report = Vec::new();
     let mut failed = false;
     for c in &clients {
         let problems = check(&direct, &relay, c, version).await;
-        let s = c.seen.lock().unwrap();
+        let acked = c.seen.lock().unwrap().acked.len();
         report.push(format!(
             "{:<34} {:>5} acked  {}",
             c.spec.name,
-            s.acked.len(),
+            acked,
             if problems.is_empty() {
                 "ok".to_owned()
             } else {
@@ -339,33 +382,55 @@ async fn run(urls: Vec<String>, engine_args: &'static [&'static str], version: &
             }
         ));
     }
-    assert_eq!(terminate(relay).await, Some(0), "the relay exits 0 on SIGTERM");
+    assert_eq!(
+        terminate(relay).await,
+        Some(0),
+        "the relay exits 0 on SIGTERM"
+    );
     eprintln!(
         "real_dropin_clients ({:.1}s):\n  {}",
         t0.elapsed().as_secs_f64(),
         report.join("\n  ")
     );
-    assert!(!failed, "clients through the relay:\n  {}", report.join("\n  "));
+    assert!(
+        !failed,
+        "clients through the relay:\n  {}",
+        report.join("\n  ")
+    );
 }
 
 /// Everything wrong with one client's run (empty: it passed).
 async fn check(direct: &Client, relay: &RelayProc, c: &Running, version: &str) -> Vec<String> {
-    let s = c.seen.lock().unwrap();
-    let (acked, progress, summary, other) =
-        (s.acked.clone(), s.progress, s.summary.clone(), s.other.clone());
-    drop(s);
+    let (acked, progress, summary, other) = {
+        let s = c.seen.lock().unwrap();
+        (
+            s.acked.clone(),
+            s.progress,
+            s.summary.clone(),
+            s.other.clone(),
+        )
+    };
     let mut p = Vec::new();
     let Some(summary) = summary else {
-        p.push(format!("no summary; its last output: {:?}", &other[other.len().saturating_sub(15)..]));
+        p.push(format!(
+            "no summary; its last output: {:?}",
+            &other[other.len().saturating_sub(15)..]
+        ));
         return p;
     };
     eprintln!("{}: {summary}", c.spec.name);
     let unique: BTreeSet<&String> = acked.iter().collect();
     if unique.len() != acked.len() {
-        p.push(format!("{} ids acknowledged twice", acked.len() - unique.len()));
+        p.push(format!(
+            "{} ids acknowledged twice",
+            acked.len() - unique.len()
+        ));
     }
     if (acked.len() as u64) < 2 * LEAD {
-        p.push(format!("only {} acknowledged: it did not write through the outage", acked.len()));
+        p.push(format!(
+            "only {} acknowledged: it did not write through the outage",
+            acked.len()
+        ));
     }
     if acked.len() as u64 != progress {
         p.push(format!(
@@ -379,18 +444,25 @@ async fn check(direct: &Client, relay: &RelayProc, c: &Running, version: &str) -
     }
     // The index holds exactly the acknowledged ids, each written once.
     let index = &c.spec.index;
-    let _ = direct.send(Request::post(format!("/{index}/_refresh"))).await;
+    let _ = direct
+        .send(Request::post(format!("/{index}/_refresh")))
+        .await;
     let count = match direct.send(Request::get(format!("/{index}/_count"))).await {
         Ok(r) => r.json::<Value>().ok().and_then(|v| v["count"].as_u64()),
         Err(_) => None,
     };
     if count != Some(acked.len() as u64) {
-        p.push(format!("the index counts {count:?}, {} were acknowledged", acked.len()));
+        p.push(format!(
+            "the index counts {count:?}, {} were acknowledged",
+            acked.len()
+        ));
     }
     let (mut missing, mut rewritten) = (0usize, 0usize);
     for chunk in acked.chunks(2_000) {
         let r = direct
-            .send(Request::post(format!("/{index}/_mget?_source=false")).json(&json!({"ids": chunk})))
+            .send(
+                Request::post(format!("/{index}/_mget?_source=false")).json(&json!({"ids": chunk})),
+            )
             .await;
         let docs = match r.map(|r| r.json::<Value>()) {
             Ok(Ok(v)) => v["docs"].as_array().cloned().unwrap_or_default(),
@@ -411,10 +483,15 @@ async fn check(direct: &Client, relay: &RelayProc, c: &Running, version: &str) -
         p.push(format!("{missing} acknowledged documents are missing"));
     }
     if rewritten > 0 {
-        p.push(format!("{rewritten} documents have _version > 1 (written twice)"));
+        p.push(format!(
+            "{rewritten} documents have _version > 1 (written twice)"
+        ));
     }
     // Its ordinary calls, through the relay.
-    if !summary["info"].as_str().is_some_and(|v| v.starts_with(version)) {
+    if !summary["info"]
+        .as_str()
+        .is_some_and(|v| v.starts_with(version))
+    {
         p.push(format!("version: {}", summary["info"]));
     }
     for step in ["template", "create_index", "refresh"] {
@@ -424,30 +501,92 @@ async fn check(direct: &Client, relay: &RelayProc, c: &Running, version: &str) -
     }
     for step in ["search_total", "count"] {
         if summary[step].as_u64() != Some(acked.len() as u64) {
-            p.push(format!("{step}: {} (acknowledged {})", summary[step], acked.len()));
+            p.push(format!(
+                "{step}: {} (acknowledged {})",
+                summary[step],
+                acked.len()
+            ));
         }
     }
-    let shards = match direct.send(Request::get(format!("/{index}/_settings"))).await {
-        Ok(r) => r.json::<Value>().ok().map(|v| v[index.as_str()]["settings"]["index"]["number_of_shards"].clone()),
+    let shards = match direct
+        .send(Request::get(format!("/{index}/_settings")))
+        .await
+    {
+        Ok(r) => r
+            .json::<Value>()
+            .ok()
+            .map(|v| v[index.as_str()]["settings"]["index"]["number_of_shards"].clone()),
         Err(_) => None,
     };
     if shards != Some(json!("3")) {
-        p.push(format!("the index has {shards:?} shards, not the template's 3"));
+        p.push(format!(
+            "the index has {shards:?} shards, not the template's 3"
+        ));
     }
     p.extend((c.spec.extra)(&summary, &relay.addr.to_string()));
     p
 }
 
 fn python_spec(mode: &str) -> Spec {
+    let python = compat_dir().join("venv/bin/python");
     Spec {
         name: format!("opensearch-py {mode}"),
-        program: compat_dir().join("venv/bin/python"),
+        program: python.clone(),
         args: vec![
             format!("{REPO}/compat/python/opensearch_py_client.py"),
             mode.to_owned(),
         ],
         index: format!("sw-dropin-py-{}", mode.replace('_', "-")),
-        extra: if mode == "sniff" { sniffed_the_relay } else { no_extra },
+        needs: vec![python],
+        extra: if mode == "sniff" {
+            sniffed_the_relay
+        } else {
+            no_extra
+        },
+    }
+}
+
+fn js_spec() -> Spec {
+    Spec {
+        name: "opensearch-js helpers.bulk".into(),
+        program: "node".into(),
+        args: vec![format!("{REPO}/compat/js/opensearch_js_client.js")],
+        index: "sw-dropin-js".into(),
+        needs: vec![Path::new(REPO)
+            .join("compat/js/node_modules/@opensearch-project/opensearch/package.json")],
+        extra: no_extra,
+    }
+}
+
+fn go_spec(mode: &str, what: &str) -> Spec {
+    let bin = compat_dir().join("bin/compat-go");
+    Spec {
+        name: what.into(),
+        program: bin.clone(),
+        args: vec![mode.to_owned()],
+        index: format!("sw-dropin-go-{mode}"),
+        needs: vec![bin],
+        extra: no_extra,
+    }
+}
+
+fn java_spec() -> Spec {
+    let target = Path::new(REPO).join("compat/java/target");
+    Spec {
+        name: "elasticsearch-java BulkIngester".into(),
+        program: "java".into(),
+        args: vec![
+            "-cp".into(),
+            format!(
+                "{}:{}/lib/*",
+                target.join("compat-java.jar").display(),
+                target.display()
+            ),
+            "searchwire.compat.ElasticsearchJavaClient".into(),
+        ],
+        index: "sw-dropin-java".into(),
+        needs: vec![target.join("compat-java.jar")],
+        extra: no_extra,
     }
 }
 
@@ -458,7 +597,10 @@ fn sniffed_the_relay(summary: &Value, relay: &str) -> Vec<String> {
         p.push(format!("sniff: {}", summary["sniff"]));
     }
     if summary["hosts"] != json!([format!("http://{relay}")]) {
-        p.push(format!("after sniffing the client talks to {}, not only {relay}", summary["hosts"]));
+        p.push(format!(
+            "after sniffing the client talks to {}, not only {relay}",
+            summary["hosts"]
+        ));
     }
     p
 }
@@ -469,11 +611,12 @@ fn opensearch_clients_write_exactly_once_through_the_relay_while_a_node_is_kille
     let Some(urls) = OPENSEARCH.urls(test) else {
         return;
     };
-    let specs: Vec<Spec> = ["bulk", "streaming_bulk", "parallel_bulk", "single", "sniff"]
+    let mut specs: Vec<Spec> = ["bulk", "streaming_bulk", "parallel_bulk", "single", "sniff"]
         .into_iter()
         .map(python_spec)
         .collect();
-    let needed: Vec<PathBuf> = specs.iter().map(|s| s.program.clone()).collect();
+    specs.push(js_spec());
+    let needed: Vec<PathBuf> = specs.iter().flat_map(|s| s.needs.clone()).collect();
     if !installed(test, &needed) {
         return;
     }
@@ -487,9 +630,13 @@ fn elasticsearch_clients_write_exactly_once_through_the_relay_while_a_node_is_ki
     let Some(urls) = ELASTICSEARCH.urls(test) else {
         return;
     };
-    let specs: Vec<Spec> = Vec::new();
-    let needed: Vec<PathBuf> = specs.iter().map(|s| s.program.clone()).collect();
-    if !installed(test, &needed) || specs.is_empty() {
+    let specs = vec![
+        go_spec("docappender", "go-docappender v2 BulkIndexer"),
+        go_spec("esutil", "go-elasticsearch esutil.BulkIndexer"),
+        java_spec(),
+    ];
+    let needed: Vec<PathBuf> = specs.iter().flat_map(|s| s.needs.clone()).collect();
+    if !installed(test, &needed) {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

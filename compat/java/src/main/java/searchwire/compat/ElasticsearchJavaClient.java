@@ -99,7 +99,7 @@ public final class ElasticsearchJavaClient {
     ElasticsearchClient es =
         new ElasticsearchClient(new RestClientTransport(rest, new JacksonJsonpMapper()));
     Map<String, Object> summary = new LinkedHashMap<>();
-    summary.put("client", "elasticsearch-java " + versionOf(ElasticsearchClient.class));
+    summary.put("client", "elasticsearch-java " + co.elastic.clients.transport.Version.VERSION);
     summary.put("mode", "BulkIngester");
     summary.put("info", attempt(() -> es.info().version().number()));
     summary.put(
@@ -193,10 +193,5 @@ public final class ElasticsearchJavaClient {
     emit(new ObjectMapper().writeValueAsString(summary));
     rest.close();
     System.exit(0);
-  }
-
-  private static String versionOf(Class<?> c) {
-    String v = c.getPackage().getImplementationVersion();
-    return v == null ? "unknown" : v;
   }
 }
