@@ -387,6 +387,16 @@ async fn run(
         Some(0),
         "the relay exits 0 on SIGTERM"
     );
+    // The indices and templates go: the suites after this one share the cluster.
+    for c in &clients {
+        let index = &c.spec.index;
+        let _ = direct.send(Request::delete(format!("/{index}"))).await;
+        let _ = direct
+            .send(Request::delete(format!(
+                "/_index_template/{index}-template"
+            )))
+            .await;
+    }
     eprintln!(
         "real_dropin_clients ({:.1}s):\n  {}",
         t0.elapsed().as_secs_f64(),
