@@ -38,6 +38,10 @@ from opensearchpy import OpenSearch, helpers
 
 MAX_DOCS = 20_000
 MAX_SECONDS = 300
+# The one setting changed from the client's defaults: its 10 s read timeout is shorter than
+# creating an index takes on the test clusters (six clients creating indices at once on two
+# busy cores, each waiting for its shards: more than 10 s seen, directly or through the relay).
+TIMEOUT = 60
 
 out_lock = threading.Lock()
 
@@ -54,7 +58,7 @@ def describe(e):
     info = getattr(e, "info", None)
     text = "%s: %s" % (type(e).__name__, e)
     if status is not None:
-        text = "%s (status %s, body %s)" % (text, status, json.dumps(info)[:400] if info else "")
+        text = "%s (status %s, body %s)" % (text, status, json.dumps(info, default=str)[:400] if info else "")
     return "error: " + text[:800]
 
 
@@ -143,17 +147,17 @@ def main():
 
     if mode == "sniff":
         try:
-            client = OpenSearch(hosts=[url], sniff_on_start=True)
+            client = OpenSearch(hosts=[url], sniff_on_start=True, timeout=TIMEOUT)
             summary["sniff"] = "ok"
         except Exception as e:  # noqa: BLE001
             # Reported; the rest runs on a client that does not sniff.
             summary["sniff"] = describe(e)
-            client = OpenSearch(hosts=[url])
+            client = OpenSearch(hosts=[url], timeout=TIMEOUT)
         summary["hosts"] = [
             c.host for c in client.transport.connection_pool.connections
         ]
     else:
-        client = OpenSearch(hosts=[url], http_compress=True)
+        client = OpenSearch(hosts=[url], http_compress=True, timeout=TIMEOUT)
 
     info = attempt(client.info)
     summary["info"] = info if isinstance(info, str) else info.get("version", {}).get("number")
