@@ -50,6 +50,9 @@
 //! scripts are not idempotent: a replay after an ambiguous failure may apply them twice.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// An `Answer` (status, body, headers) is what refuses a request: made at most once per
+// request and moved once into the response, so boxing it would only add an allocation.
+#![allow(clippy::result_large_err)]
 
 pub mod accept;
 mod body;
