@@ -518,7 +518,11 @@ mod tests {
         assert_eq!(row(Method::PUT, "/i/_doc/1"), "/{index}/_doc/{id}");
         assert_eq!(row(Method::POST, "/i/_doc"), "/{index}/_doc");
         assert_eq!(row(Method::DELETE, "/i/_doc/1"), "/{index}/_doc/{id}");
-        assert_eq!(row(Method::GET, "/i/_doc/1"), "/**", "a read is not a write");
+        assert_eq!(
+            row(Method::GET, "/i/_doc/1"),
+            "/**",
+            "a read is not a write"
+        );
         assert_eq!(row(Method::HEAD, "/i/_doc/1"), "/**");
         // A wrong method gets the single-document handler's 405.
         assert_eq!(row(Method::GET, "/i/_create/1"), "/{index}/_create/{id}");
