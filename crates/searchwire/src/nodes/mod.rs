@@ -3,3 +3,4 @@
 pub(crate) mod capability;
 pub(crate) mod info;
 pub(crate) mod pool;
+pub(crate) mod progress;

@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use crate::http::addr::NodeAddr;
 use crate::nodes::capability::NodeCapability;
+use crate::nodes::progress::Progress;
 use crate::policy::schedule::{self, Capacity, ResurrectionConfig};
 use crate::sync::lock;
 
@@ -64,6 +65,9 @@ pub(crate) struct PoolNode {
     /// atomic load on the selection path when no node asked for a pause.
     busy: AtomicBool,
     busy_until: Mutex<Option<Instant>>,
+    /// Its attempts in flight and its last progress: a stalled node is avoided like a
+    /// pausing one (see `nodes/progress.rs`).
+    pub(crate) progress: Progress,
 }
 
 impl PoolNode {
@@ -83,6 +87,7 @@ impl PoolNode {
             capability: Mutex::new(NodeCapability::default()),
             busy: AtomicBool::new(false),
             busy_until: Mutex::new(None),
+            progress: Progress::new(),
         }
     }
 
@@ -315,8 +320,9 @@ impl Pool {
         // Every probe of the wheel takes its own cursor tick, so a skipped (dead or
         // already tried) node's share spreads over the others instead of all falling on
         // the node after it in the wheel.
-        // A node pausing after a `Retry-After` is used only when no other live node is
-        // free: first an untried free node, then a tried free one, then a pausing one.
+        // A node pausing after a `Retry-After`, or stalled (attempts in flight, nothing back
+        // for a while: `nodes/progress.rs`), is used only when no other live node is free:
+        // first an untried free node, then a tried free one, then a pausing or stalled one.
         let mut fallback: Option<&Arc<PoolNode>> = None;
         let mut busy_fallback: Option<&Arc<PoolNode>> = None;
         for _ in 0..len {
@@ -326,7 +332,7 @@ impl Pool {
             if !n.is_alive() {
                 continue;
             }
-            if n.is_busy(now) {
+            if n.is_busy(now) || n.progress.stalled(now) {
                 if busy_fallback.is_none() {
                     busy_fallback = Some(n);
                 }

@@ -14,6 +14,7 @@ use crate::http::connector::{RawResponse, SendError, SendFuture};
 use crate::message::error::{AttemptTimedOut, BoxError};
 use crate::message::request::Request;
 use crate::nodes::pool::PoolNode;
+use crate::nodes::progress::InFlight;
 use crate::observe::AttemptEvent;
 use crate::shared::Inner;
 
@@ -66,13 +67,15 @@ pub(super) async fn node_answers(
 /// An attempt's exchange bounded by its timer: the answer, or `None` when the timer fired
 /// first. Polled like tokio's `Timeout`: the exchange first, then the timer, which still
 /// gets its turn when the exchange used up the task's coop budget.
-pub(super) struct Bounded {
+pub(super) struct Bounded<'a> {
     send: SendFuture,
     /// `None`: nothing bounds the attempt.
     timer: Option<AttemptTimer>,
+    /// Counts the attempt on its node until the exchange is over (or dropped).
+    _in_flight: InFlight<'a>,
 }
 
-impl Future for Bounded {
+impl Future for Bounded<'_> {
     type Output = Option<Result<RawResponse, SendError>>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
@@ -144,14 +147,14 @@ pub(super) struct Underway {
 /// Starts attempt `started` on `node`: its span, and its exchange `send` bounded by one
 /// timer at the earlier of the attempt's end and the deadline.
 #[inline]
-pub(super) fn begin(
+pub(super) fn begin<'a>(
     request_id: &RequestId,
-    node: &PoolNode,
+    node: &'a PoolNode,
     send: SendFuture,
     started: Started,
     attempt_timeout: Option<Duration>,
     deadline: Option<Instant>,
-) -> (Underway, Bounded) {
+) -> (Underway, Bounded<'a>) {
     let Started {
         number,
         at: attempt_start,
@@ -181,7 +184,11 @@ pub(super) fn begin(
     let attempt_end = attempt_timeout.and_then(|t| attempt_start.checked_add(t));
     let deadline_first = deadline.filter(|d| attempt_end.is_none_or(|a| *d <= a));
     let timer = deadline_first.or(attempt_end).map(AttemptTimer::at);
-    let bounded = Bounded { send, timer };
+    let bounded = Bounded {
+        send,
+        timer,
+        _in_flight: InFlight::start(&node.progress, attempt_start),
+    };
     let underway = Underway {
         span,
         number,
@@ -216,6 +223,10 @@ impl Underway {
         // place and moved once, into the result (a response is ~150 bytes to copy).
         let deadline_passed = answer.is_none() && deadline_first.is_some();
         let end = Instant::now();
+        if answer.is_some() {
+            // The node gave something back: it is not cut off.
+            node.progress.progressed(end);
+        }
         let elapsed = end.saturating_duration_since(attempt_start);
         let ended = match &answer {
             None if deadline_passed => Ended::DeadlineExpired,

@@ -654,3 +654,41 @@ async fn health_checks_are_reported_to_the_observer() {
         ]
     );
 }
+
+// ---- a node that stopped making progress -----------------------------------------------------
+
+#[tokio::test(start_paused = true)]
+async fn new_requests_avoid_a_node_whose_attempts_have_stopped_making_progress() {
+    // Node 1 takes connections and never answers (a partition); node 2 answers at once.
+    let c = Scripted::default();
+    c.default_step(1, Step::Hang);
+    let cl = client(2, &c, |b| b);
+    // Two requests in a row: round-robin puts one of them on node 1, where it hangs.
+    let timed = |cl: crate::Client| async move {
+        let t = Instant::now();
+        let r = cl.send(Request::get("/")).await;
+        (r.map(|r| r.status()), Instant::now() - t)
+    };
+    let a = tokio::spawn(timed(cl.clone()));
+    let b = tokio::spawn(timed(cl.clone()));
+    while c.ports().len() < 2 {
+        tokio::time::sleep(ms(1)).await;
+    }
+    let on_node_1 = || c.ports().iter().filter(|p| **p == 1).count();
+    assert_eq!(on_node_1(), 1);
+    // Past the stall limit, every new request goes to node 2, at once.
+    tokio::time::sleep(crate::nodes::progress::STALLED_AFTER + ms(10)).await;
+    let t0 = Instant::now();
+    for _ in 0..10 {
+        let r = cl.send(Request::get("/")).await.unwrap();
+        assert!(r.node().ends_with(":2"), "{}", r.node());
+    }
+    assert_eq!(Instant::now(), t0, "no request waited on node 1");
+    assert_eq!(on_node_1(), 1, "nothing more was sent to node 1");
+    // The attempt on node 1 is not cut: it runs to its attempt timeout (30 s) and the
+    // liveness check after it, then fails over to node 2.
+    let (a, b) = (a.await.unwrap(), b.await.unwrap());
+    let slow = if a.1 > b.1 { a } else { b };
+    assert!(slow.1 >= Duration::from_secs(30), "{:?}", slow.1);
+    assert_eq!(slow.0.ok(), Some(StatusCode::OK));
+}
