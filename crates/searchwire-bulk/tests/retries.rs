@@ -5,32 +5,11 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use searchwire::{ClassBackoff, Client};
 use searchwire_bulk::Action;
-use searchwire_fake::{Behavior, BulkFault, FakeCluster};
-use support::{doc, indexer, Collect};
-
-/// A client as an application builds it: the transport's own retries on (3, and the
-/// reference class table, which alone would send a 429 six times), the default 30 s
-/// attempt timeout.
-async fn retrying_client(n: usize) -> (FakeCluster, searchwire_fake::FakeBulk, Client) {
-    let cluster = FakeCluster::start(n).await.unwrap();
-    let bulk = searchwire_fake::FakeBulk::new();
-    bulk.install(&cluster);
-    let client = Client::builder()
-        .nodes(cluster.urls())
-        .max_retries(3)
-        .class_backoff(ClassBackoff::reference().without_jitter())
-        .health_refresh(false)
-        .read_environment(false)
-        .seed(1)
-        .build()
-        .unwrap();
-    (cluster, bulk, client)
-}
+use searchwire_fake::{Behavior, FakeCluster};
+use support::{doc, indexer, retrying_client, Collect};
 
 fn offsets(cluster: &FakeCluster) -> Vec<u64> {
     support::arrival_offsets_of(cluster)
@@ -115,77 +94,6 @@ async fn a_slow_bulk_request_is_not_cut_by_the_clients_attempt_timeout() {
         "one cut attempt, one retry"
     );
     assert_eq!((stats.retried_connection, stats.indexed), (1, 1));
-}
-
-/// The retry log line carries the reference 004 ch. 5 retry context: `retry_id`, `attempt`,
-/// `cluster`, `index`, `failed_docs`, plus `class` and `delay_ms`.
-#[tokio::test(start_paused = true)]
-async fn every_retry_decision_logs_one_line_with_the_retry_context() {
-    let (_cluster, bulk, client) = retrying_client(1).await;
-    let ix = indexer(&client).build().unwrap();
-    let lines = Capture::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(lines.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::WARN)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-    bulk.item_faults([BulkFault::Ok, BulkFault::Throttle, BulkFault::Throttle]);
-    for (i, index) in ["a", "b", "c"].into_iter().enumerate() {
-        ix.add(Action::create(index).id(format!("{i}")).json(&doc(i)))
-            .await
-            .unwrap();
-    }
-    ix.close().await;
-    let text = lines.text();
-    let retry_lines: Vec<&str> = text
-        .lines()
-        .filter(|l| l.contains("bulk items will be retried"))
-        .collect();
-    assert_eq!(retry_lines.len(), 1, "{text}");
-    let line = retry_lines[0];
-    for field in [
-        "attempt=1",
-        "cluster=",
-        "index=b,c",
-        "failed_docs=2",
-        "class=\"throttled\"",
-        "delay_ms=100",
-    ] {
-        assert!(line.contains(field), "{field} missing in {line}");
-    }
-    let id = line
-        .split("retry_id=")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap();
-    assert!(uuid::Uuid::parse_str(id).is_ok(), "retry_id {id} is a UUID");
-}
-
-#[derive(Clone, Default)]
-struct Capture(Arc<Mutex<Vec<u8>>>);
-
-impl Capture {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
-    }
-}
-
-impl std::io::Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
-    type Writer = Capture;
-    fn make_writer(&'a self) -> Capture {
-        self.clone()
-    }
 }
 
 /// A 413 (the cluster's `http.max_content_length` is below the batch) is not the items'

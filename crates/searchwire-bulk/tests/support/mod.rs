@@ -130,3 +130,22 @@ pub fn arrival_offsets_of(cluster: &FakeCluster) -> Vec<u64> {
         .map(|r| (r.at - t0).as_millis() as u64)
         .collect()
 }
+
+/// A client as an application builds it: the transport's own retries on (3, and the
+/// reference class table, which alone would send a 429 six times), the default 30 s
+/// attempt timeout.
+pub async fn retrying_client(n: usize) -> (FakeCluster, FakeBulk, Client) {
+    let cluster = FakeCluster::start(n).await.unwrap();
+    let bulk = FakeBulk::new();
+    bulk.install(&cluster);
+    let client = Client::builder()
+        .nodes(cluster.urls())
+        .max_retries(3)
+        .class_backoff(searchwire::ClassBackoff::reference().without_jitter())
+        .health_refresh(false)
+        .read_environment(false)
+        .seed(1)
+        .build()
+        .unwrap();
+    (cluster, bulk, client)
+}
