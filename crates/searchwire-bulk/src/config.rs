@@ -25,4 +25,5 @@ pub(crate) struct Config {
     pub breaker_poll: Duration,
     pub filter_path: bool,
     pub item_deadline: Option<Duration>,
+    pub tracked_until_deadline: bool,
 }

@@ -191,6 +191,16 @@ impl BulkIndexerBuilder {
         self
     }
 
+    /// Whether a tracked item that is still retryable past its class's count is retried on
+    /// until its item deadline before its caller gets `Undeliverable` (default off: the
+    /// caller gets it at the count). For a caller that gave the deadline as its budget and
+    /// would only put the item back in line, as the relay's delivery from its queue does: a
+    /// message handed back early is rescheduled and overtaken by later ones.
+    pub fn tracked_until_deadline(mut self, on: bool) -> Self {
+        self.cfg.tracked_until_deadline = on;
+        self
+    }
+
     /// Where items that failed for good go (default: [`LogDeadLetters`]).
     pub fn dead_letter_sink(mut self, sink: impl DeadLetterSink) -> Self {
         self.dead_letters = Arc::new(sink);
@@ -331,6 +341,7 @@ impl BulkIndexer {
                 breaker_poll: defaults::BREAKER_POLL,
                 filter_path: true,
                 item_deadline: defaults::ITEM_DEADLINE,
+                tracked_until_deadline: false,
             },
             dead_letters: Arc::new(LogDeadLetters),
             retry_sink: None,

@@ -372,3 +372,39 @@ async fn the_item_deadline_bounds_a_stalled_request_and_an_open_breaker() {
     assert!(node.requests().is_empty(), "nothing sent while open");
     ix.close().await;
 }
+
+/// A tracked item throttled past its class's count: its caller gets it back at the count
+/// by default, and only at its item deadline with `tracked_until_deadline` (the relay's
+/// delivery, which would otherwise reschedule it behind later messages).
+#[tokio::test(start_paused = true)]
+async fn a_throttled_tracked_item_comes_back_at_the_count_or_at_its_deadline_when_asked() {
+    let s = setup(1).await;
+    s.bulk.fault_every(Some((1, BulkFault::Throttle)));
+    let deadline = Duration::from_secs(60);
+    for patient in [false, true] {
+        let ix = indexer(&s.client)
+            .flush_interval(Duration::from_millis(1))
+            .item_deadline(deadline)
+            .tracked_until_deadline(patient)
+            .build()
+            .unwrap();
+        let start = Instant::now();
+        let t = ix
+            .add_tracked(Action::index("p").id("1").json(&doc(1)))
+            .await
+            .unwrap();
+        match t.await {
+            ItemOutcome::Undeliverable { class, .. } => assert_eq!(class, RetryClass::Throttled),
+            other => panic!("{other:?}"),
+        }
+        let took = start.elapsed();
+        if patient {
+            assert!(took >= deadline - Duration::from_secs(31), "{took:?}");
+            assert!(took <= deadline, "{took:?}");
+        } else {
+            // Five throttled retries at the reference rule: well under the deadline.
+            assert!(took < Duration::from_secs(20), "{took:?}");
+        }
+        ix.close().await;
+    }
+}

@@ -262,8 +262,9 @@ impl Relay {
 }
 
 /// The two bulk indexers: live (the first try; the live budget is each item's deadline and
-/// bounds its requests) and delivery (from the queue; the delivery budget; a `create`
-/// answered 409 is a delivered message — our own earlier write).
+/// bounds its requests) and delivery (from the queue; the delivery budget, which a throttled
+/// message gets whole before it is rescheduled, so later, lower-priority messages do not
+/// overtake it; a `create` answered 409 is a delivered message — our own earlier write).
 fn indexers(cfg: &RelayConfig, client: &Client) -> Result<(BulkIndexer, BulkIndexer), String> {
     let base = || {
         BulkIndexer::builder(client.clone())
@@ -281,6 +282,7 @@ fn indexers(cfg: &RelayConfig, client: &Client) -> Result<(BulkIndexer, BulkInde
                 .min(searchwire_bulk::defaults::BATCH_ACTIONS),
         )
         .item_deadline(cfg.delivery_budget)
+        .tracked_until_deadline(true)
         .request_timeout(cfg.delivery_budget)
         .conflict_is_present(true)
         .build()

@@ -1343,6 +1343,9 @@ async fn a_throttled_queued_item_outlives_its_max_retries_and_is_delivered() {
         RelayConfig {
             queue_only: true,
             max_retries: 1,
+            // A delivery round retries a throttled message for its whole budget: a short
+            // one, so that 2 s hold several rounds.
+            delivery_budget: Duration::from_millis(300),
             ..test_config()
         },
         plain_client,
@@ -1357,8 +1360,8 @@ async fn a_throttled_queued_item_outlives_its_max_retries_and_is_delivered() {
     )
     .await;
     assert_eq!(item(&v, 0)["result"], "queued");
-    // Throttled for 2 s: every delivery round fails (each after the indexer's own five
-    // throttled retries), more often than max_retries allows.
+    // Throttled for 2 s: every delivery round fails (each after the indexer's own
+    // throttled retries within the delivery budget), more often than max_retries allows.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let st = s.queue.stats().await.unwrap();
     assert_eq!((st.backlog, st.dead_letters), (1, 0), "{st:?}");

@@ -289,9 +289,11 @@ impl Driver {
                 _ => None,
             };
             // Past the class's count, an item is handed on when something takes it (the
-            // retry sink, a tracked item's caller) or when there is no deadline to end it;
-            // otherwise it is retried on until its deadline.
-            let handed_on = self.retry_sink.is_some() || it.tracker.is_some() || deadline.is_none();
+            // retry sink, a tracked item's caller unless it asked for the whole deadline)
+            // or when there is no deadline to end it; otherwise it is retried on until its
+            // deadline.
+            let caller_takes = it.tracker.is_some() && !self.cfg.tracked_until_deadline;
+            let handed_on = self.retry_sink.is_some() || caller_takes || deadline.is_none();
             if !self.cfg.retry.within_count(class, n) && handed_on {
                 exhausted.push((it, reason));
                 continue;
