@@ -138,6 +138,9 @@ pub struct RelayArgs {
     #[arg(long, value_name = "N", default_value_t = defaults::DELIVERY_BATCH, help = "Queued items per delivery request")]
     pub delivery_batch: usize,
 
+    #[arg(long, value_name = "N", default_value_t = defaults::BULK_CONCURRENCY, help = "Most bulk requests in flight per indexer (the first try, delivery); adapts below it, halved on 429")]
+    pub bulk_concurrency: usize,
+
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_CONNECTIONS, help = "Client connections served at once")]
     pub max_connections: usize,
 
@@ -241,6 +244,7 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
         live_budget: a.live_budget,
         max_retries: a.max_retries,
         delivery_batch: a.delivery_batch,
+        bulk_concurrency: a.bulk_concurrency,
         max_connections: a.max_connections,
         priority_rules: a.priority,
         queue_only: a.queue_only,
