@@ -141,11 +141,17 @@ end
 "#;
 
 /// Runs inside the append's `MULTI`/`EXEC`, after the plain commands that wrote the chunk's
-/// records (`S:msg`), arrival (`S:arrival`) and schedule members. ARGV: group, then per
-/// message its payload hash and id. A message whose hash is queued already is a
-/// duplicate: its record, arrival and schedule member are deleted again. Returns, per
-/// duplicate, its position in the chunk (1-based) and the queued id; `{}` when there is
-/// none (the usual case: one `HMGET` and one `HSET` for the whole chunk).
+/// records (`S:msg`), arrival (`S:arrival`) and schedule members. ARGV: group, the
+/// append's first reserved id, then per message its payload hash and id. A message whose
+/// hash is queued already is a duplicate: its record, arrival and schedule member are
+/// deleted again. Returns the first id, then per duplicate its position in the chunk
+/// (1-based) and the queued id (the usual case: no duplicate, one `HMGET` and one `HSET`
+/// for the whole chunk).
+///
+/// With a receipt key (`KEYS[18]`, see [`RECEIPT`]) an append sent again finds what its
+/// first try stored: if the receipt is there, this chunk landed before, so everything the
+/// plain commands just wrote is deleted again and the first try's answer is returned
+/// (its first id and duplicates); otherwise the answer is recorded under the receipt.
 ///
 /// The `HMGET` takes the (hash, id) pairs as they are: an id (decimal) is never a field of
 /// `S:hashes` (whose fields are 32 bytes long), so every second answer is nil.
@@ -153,39 +159,81 @@ end
 /// Sent whole with every append (EVAL), so it has its own short prelude, not [`COMMON`].
 const APPEND: &str = r#"
 local READY, DELAYED, MSG, HASHES, ARRIVAL = KEYS[3], KEYS[2], KEYS[4], KEYS[5], KEYS[11]
+local RECEIPT = KEYS[18]
 local sub, byte, char = string.sub, string.byte, string.char
-local ex = redis.call('HMGET', HASHES, unpack(ARGV, 2))
+local function unstore(hash, id)
+  local rec = redis.call('HGET', MSG, id)
+  if rec then
+    -- The schedule member (see COMMON's skey_of).
+    local skey = char(255 - byte(rec, 11)) .. sub(rec, 12, 19) .. sub(rec, 3, 10) .. hash .. id
+    redis.call('ZREM', READY, skey)
+    redis.call('ZREM', DELAYED, skey)
+  end
+  redis.call('HDEL', MSG, id)
+  redis.call('ZREM', ARRIVAL, id)
+end
+RECEIPT_PRELUDE
+if RECEIPT then
+  local before = redis.call('GET', RECEIPT)
+  if before then
+    for k = 3, #ARGV, 2 do unstore(ARGV[k], ARGV[k + 1]) end
+    redis.call('PEXPIRE', RECEIPT, RECEIPT_TTL)
+    return receipt_answer(before)
+  end
+end
+local ex = redis.call('HMGET', HASHES, unpack(ARGV, 3))
 local dups = nil
 for k = 1, #ex, 2 do
   if ex[k] then dups = dups or {}; dups[#dups + 1] = k end
 end
+local out = {tonumber(ARGV[2])}
 if not dups then
-  redis.call('HSET', HASHES, unpack(ARGV, 2))
-  return {}
-end
-local pairs_, out, d = {}, {}, 1
-for k = 1, #ex, 2 do
-  local hash, id = ARGV[k + 1], ARGV[k + 2]
-  if dups[d] == k then
-    d = d + 1
-    local rec = redis.call('HGET', MSG, id)
-    if rec then
-      -- The schedule member (see COMMON's skey_of).
-      local skey = char(255 - byte(rec, 11)) .. sub(rec, 12, 19) .. sub(rec, 3, 10) .. hash .. id
-      redis.call('ZREM', READY, skey)
-      redis.call('ZREM', DELAYED, skey)
+  redis.call('HSET', HASHES, unpack(ARGV, 3))
+else
+  local pairs_, d = {}, 1
+  for k = 1, #ex, 2 do
+    local hash, id = ARGV[k + 2], ARGV[k + 3]
+    if dups[d] == k then
+      d = d + 1
+      unstore(hash, id)
+      out[#out + 1] = (k + 1) / 2
+      out[#out + 1] = ex[k]
+    else
+      pairs_[#pairs_ + 1] = hash
+      pairs_[#pairs_ + 1] = id
     end
-    redis.call('HDEL', MSG, id)
-    redis.call('ZREM', ARRIVAL, id)
-    out[#out + 1] = (k + 1) / 2
-    out[#out + 1] = ex[k]
-  else
-    pairs_[#pairs_ + 1] = hash
-    pairs_[#pairs_ + 1] = id
   end
+  if #pairs_ > 0 then redis.call('HSET', HASHES, unpack(pairs_)) end
 end
-if #pairs_ > 0 then redis.call('HSET', HASHES, unpack(pairs_)) end
+if RECEIPT then record_receipt(RECEIPT, out) end
 return out
+"#;
+
+/// The receipt of one append (or one chunk of it): what it answered, kept for
+/// [`super::RECEIPT_TTL`] after it ran, so that the same append sent again (on a Sentinel
+/// link, after its first try failed while the primary moved) answers the same instead of
+/// storing its payloads a second time. Written in the same script as the messages, so it
+/// replicates (and survives a failover) with them — and, unlike `S:hashes`, it outlives
+/// the messages' delivery. The value is the answer as text: the first id, then the
+/// (position, queued id) pairs.
+const RECEIPT: &str = r#"
+local RECEIPT_TTL = RECEIPT_TTL_MS
+local function receipt_answer(text)
+  local out = {}
+  for v in string.gmatch(text, '%S+') do
+    local j = #out + 1
+    -- The queued ids (3rd, 5th, ...) are strings, the first id and positions numbers.
+    if j > 1 and j % 2 == 1 then out[j] = v else out[j] = tonumber(v) end
+  end
+  return out
+end
+local function record_receipt(key, out)
+  local text = {string.format('%d', out[1])}
+  for j = 2, #out do
+    if j % 2 == 0 then text[j] = string.format('%d', out[j]) else text[j] = out[j] end
+  end
+  redis.call('SET', key, table.concat(text, ' '), 'PX', RECEIPT_TTL)
+end
 "#;
 
 /// A small append in one call (at most [`super::RedisConfig::small_append`] messages):
@@ -196,13 +244,21 @@ return out
 /// the batch (0-based), payload hash, `retry_at` and record with the id bytes zero (the
 /// script writes the id in; the id bytes are 3..10 of a record, see `src/record.rs`).
 /// Returns the first reserved id, then per duplicate its place among the messages
-/// (1-based) and the queued id.
+/// (1-based) and the queued id. With a receipt key (`KEYS[18]`, see [`RECEIPT`]) an append
+/// sent again whose first try ran returns that try's answer and stores nothing.
 ///
 /// The records pass through Lua here (a few KB per call); what this saves at one message
 /// per call is the transaction path's separate `INCRBY` round trip, its six commands and
 /// the de-duplication script's text. Ids must stay below 2^53 (Lua numbers).
 const APPEND_SMALL: &str = r#"
-local SEQ = KEYS[17]
+local SEQ, RECEIPT = KEYS[17], KEYS[18]
+if RECEIPT then
+  local before = redis.call('GET', RECEIPT)
+  if before then
+    redis.call('PEXPIRE', RECEIPT, RECEIPT_TTL)
+    return receipt_answer(before)
+  end
+end
 local now, reserve = tonumber(ARGV[2]), tonumber(ARGV[3])
 local first = redis.call('INCRBY', SEQ, reserve) - reserve + 1
 local hashes = {}
@@ -241,6 +297,7 @@ if #recs > 0 then
   if #ready > 0 then redis.call('ZADD', READY, unpack(ready)) end
   if #delayed > 0 then redis.call('ZADD', DELAYED, unpack(delayed)) end
 end
+if RECEIPT then record_receipt(RECEIPT, out) end
 return out
 "#;
 
@@ -527,9 +584,13 @@ pub(super) struct Scripts {
 impl Scripts {
     pub(super) fn new() -> Self {
         let s = |body: &str| redis::Script::new(&format!("{COMMON}{body}"));
+        let receipt = RECEIPT.replace(
+            "RECEIPT_TTL_MS",
+            &super::RECEIPT_TTL.as_millis().to_string(),
+        );
         Scripts {
-            append_source: APPEND.to_owned(),
-            append_small: s(APPEND_SMALL),
+            append_source: APPEND.replace("RECEIPT_PRELUDE", &receipt),
+            append_small: s(&format!("{receipt}{APPEND_SMALL}")),
             replay: s(REPLAY),
             lease: s(LEASE),
             ack: s(ACK),
