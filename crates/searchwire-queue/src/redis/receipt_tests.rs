@@ -24,7 +24,11 @@ fn url() -> Option<String> {
 
 async fn open(url: &str, what: &str) -> RedisQueue {
     let mut c = RedisConfig::new(url);
-    c.stream = format!("receipt-{what}-{}-{}", std::process::id(), fastrand::u64(..));
+    c.stream = format!(
+        "receipt-{what}-{}-{}",
+        std::process::id(),
+        fastrand::u64(..)
+    );
     // Three transactions for a batch of five.
     c.chunk = 2;
     RedisQueue::connect(c).await.unwrap()
