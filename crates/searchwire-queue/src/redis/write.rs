@@ -29,8 +29,8 @@ pub(super) fn member(
     m
 }
 
-/// A token no other append call shares (process, time, a counter and the process's
-/// random hasher keys): the name of its receipt.
+/// A token no other append call shares (the process's random hasher keys, its id and a
+/// counter): the name of its receipt.
 fn receipt_token() -> String {
     use std::hash::{BuildHasher, Hasher};
     use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,9 +39,6 @@ fn receipt_token() -> String {
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u32(std::process::id());
     h.write_u64(call);
-    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-        h.write_u128(t.as_nanos());
-    }
     format!("{:016x}{call:x}", h.finish())
 }
 
