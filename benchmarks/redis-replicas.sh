@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # benchmarks/redis-replicas.sh — the Redis queue's append + lease + ack rate and CPU per
 # message (benches/throughput.rs) side by side in one run: a single redis-server; the
-# primary of a Sentinel set (2 replicas, 3 Sentinels) found through its Sentinels (the link
-# that checks ROLE and writes a receipt per append call) without waiting; and the same with
-# every append and lease confirmed by one replica (`WAIT 1`, RedisConfig::min_replicas 1).
+# primary of a Sentinel set (2 replicas, 3 Sentinels) at its address; the same found through
+# its Sentinels (the link that checks ROLE and writes a receipt per append call) without
+# waiting; and that with every append and lease confirmed by one replica (`WAIT 1`,
+# RedisConfig::min_replicas 1).
 #
 #   benchmarks/redis-replicas.sh [CONFIGS [N [RUNS]]]     # default: 1x64,100x8 3000 3
 #
@@ -28,7 +29,8 @@ set_lines="$(scripts/redis sentinel-start)"
 primary="redis://$(awk '$1 == "primary" {print $2}' <<<"$set_lines")"
 sentinels="$(awk '$1 == "sentinels" {print $2}' <<<"$set_lines")"
 
-for row in "single server|$single||0" "through Sentinels, no wait|$primary|$sentinels|0" \
+for row in "single server|$single||0" "the primary, direct, no wait|$primary||0" \
+  "through Sentinels, no wait|$primary|$sentinels|0" \
   "through Sentinels, WAIT 1|$primary|$sentinels|1"; do
   IFS='|' read -r name url via min <<<"$row"
   echo "## $name ($url, min_replicas $min)"
