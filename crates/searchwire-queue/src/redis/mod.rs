@@ -161,6 +161,7 @@
 //!
 //! Redis Cluster is not supported: the keys are not hash-tagged into one slot.
 
+mod append_scripts;
 mod link;
 mod scripts;
 mod write;
