@@ -495,9 +495,10 @@ async fn a_resend_after_its_first_copy_was_delivered_stores_nothing() {
     let mut c = RedisConfig::sentinel(SentinelConfig::new(t.sentinel_addrs(), MASTER));
     c.stream = "resend".into();
     // Both replicas must confirm; the stopped one never does, so the first try's WAIT
-    // blocks (up to 10 s) while the failover, the delivery and the ack happen.
+    // blocks (up to 20 s: room for a loaded machine, below the queue's 30 s resend window)
+    // while the failover, the delivery and the ack happen.
     c.min_replicas = 2;
-    c.replica_timeout = Duration::from_secs(10);
+    c.replica_timeout = Duration::from_secs(20);
     let q = RedisQueue::connect(c).await.unwrap();
     q.append(vec![msg("warm-up")]).await.unwrap();
     b.signal("STOP");
