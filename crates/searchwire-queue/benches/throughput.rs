@@ -13,6 +13,10 @@
 //!   QUEUE_BENCH_MIN_REPLICAS=1 ...  # Redis: RedisConfig::min_replicas (every append and lease
 //!                                   # confirmed by WAIT; point SEARCHWIRE_TEST_REDIS at a primary
 //!                                   # with replicas, e.g. of scripts/redis sentinel-start)
+//!   QUEUE_BENCH_SENTINEL=H:P,H:P ...  # Redis: find the primary through these Sentinels (master
+//!                                   # `searchwire`, as scripts/redis sentinel-start names it;
+//!                                   # SEARCHWIRE_TEST_REDIS then names the primary, whose CPU
+//!                                   # is read): the link that writes a receipt per append
 //!   QUEUE_BENCH_OPEN=200000 ...     # also: how long an embedded open takes with this backlog
 //!   QUEUE_BENCH_FAIL=20000 ...      # also: embedded lease + reschedule, lease + dead-letter
 //!
@@ -24,6 +28,7 @@
 //! would make every sync free and the numbers meaningless).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use searchwire_queue::redis::SentinelConfig;
 use searchwire_queue::{EmbeddedConfig, MessageId, NewMessage, Queue, RedisConfig};
 use tokio::time::Instant;
 
@@ -377,12 +382,21 @@ fn main() {
             Ok(url) if !url.is_empty() && wanted("redis") => {
                 for &(batch, conc) in &configs {
                     let mut c = RedisConfig::new(url.clone());
+                    let sentinels = std::env::var("QUEUE_BENCH_SENTINEL").unwrap_or_default();
+                    if !sentinels.is_empty() {
+                        c.sentinel = Some(SentinelConfig::new(sentinels.split(','), "searchwire"));
+                    }
                     c.stream = format!("bench-{}-{batch}-{conc}", std::process::id());
                     c.small_append = env_usize("QUEUE_BENCH_SMALL", c.small_append);
                     c.min_replicas = env_usize("QUEUE_BENCH_MIN_REPLICAS", 0);
+                    let via = if c.sentinel.is_some() {
+                        "redis-sentinel"
+                    } else {
+                        "redis"
+                    };
                     let name = match c.min_replicas {
-                        0 => "redis".to_owned(),
-                        n => format!("redis+wait{n}"),
+                        0 => via.to_owned(),
+                        n => format!("{via}+wait{n}"),
                     };
                     let q = Queue::connect_redis(c).await.unwrap();
                     let n = if batch * conc < 16 { n.min(10_000) } else { n };

@@ -19,6 +19,7 @@
 //! | `S:arrival` | sorted set, score id | queued ids in arrival order (oldest, listing) |
 //! | `S:seq`, `S:lease-seq` | counters | message ids, lease tokens (one per lease call) |
 //! | `S:layout` | string | the layout version |
+//! | `S:receipt:TOKEN:CHUNK` | string, expires | on a Sentinel link, what one append call (one transaction of it) answered, for its resend |
 //!
 //! Per message, an append writes 4 members (record, hash, arrival, schedule member), a lease
 //! pops 1 and writes 1 (`S:held`), an ack deletes 4. Layout 1 also kept, per message, where
@@ -97,8 +98,16 @@
 //! redis crate's own Sentinel client resolves once and keeps the address after a failover,
 //! hence this small wrapper (`link.rs`). A call that failed because the primary moved
 //! without running anything (`READONLY`, a refused connection) is sent once more to the new
-//! one; an append that failed because the primary moved is sent once more whole (a payload
-//! the first try stored is then found queued: [`Appended::Duplicate`](crate::Appended)).
+//! one; an append that failed because the primary moved is sent once more whole, within
+//! [`RESEND_WITHIN`] of its first try, with that try's receipt: each append call on a
+//! Sentinel link carries a random token, and the script that stores its messages (per
+//! transaction of a large append) also writes `S:receipt:TOKEN:CHUNK` with its answer,
+//! expiring after [`RECEIPT_TTL`]. Written with the messages, the receipt replicates and
+//! survives a failover exactly when they do, and unlike `S:hashes` it outlives their
+//! delivery: a resend that finds it stores nothing and answers what the first try did. A
+//! payload de-duplication alone missed a first try that had landed, been replicated and
+//! been delivered and acknowledged on the new primary before the resend came, and stored
+//! the payload twice.
 //! The ids of a large append are reserved and written on the same connection: a newly
 //! promoted primary may hand out the same ids again, so an append whose primary changed
 //! between the two steps fails (and is sent once more) instead of writing under them.
@@ -152,12 +161,15 @@
 //!
 //! Redis Cluster is not supported: the keys are not hash-tagged into one slot.
 
+mod append_scripts;
 mod link;
 mod scripts;
 mod write;
 
 #[cfg(test)]
 mod migrate_tests;
+#[cfg(test)]
+mod receipt_tests;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -198,6 +210,18 @@ pub const RECONNECT_TRIES: usize = 3;
 /// On a healthy network a replica confirms within milliseconds; 2 s rides out a busy one
 /// and still answers a client (with an error it retries) well within its own timeouts.
 pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long the receipt of an append on a Sentinel link is kept (see "Sentinel" in the
+/// module documentation): its resend must run before it expires. A resend starts within
+/// [`RESEND_WITHIN`] of the first try and then may take a resolution of the primary (a
+/// few Sentinels, [`CONNECT_TIMEOUT`] each and the connection) plus [`RESPONSE_TIMEOUT`]:
+/// 120 s covers that with room, and costs one small key per append call for two minutes.
+pub const RECEIPT_TTL: Duration = Duration::from_secs(120);
+
+/// An append on a Sentinel link that failed as the primary moved is sent again only if
+/// its first try began at most this long ago (else its receipt might expire before the
+/// resend runs, and the error goes to the caller).
+pub const RESEND_WITHIN: Duration = Duration::from_secs(30);
 
 /// The most messages one [`RedisQueue::lease`] returns (Lua's `unpack` limit is ~8000).
 pub const MAX_LEASE: usize = 1000;
@@ -316,6 +340,11 @@ impl Keys {
 
     fn seq(&self) -> &str {
         &self.all[16]
+    }
+
+    /// The key of an append's receipt (`S:receipt:TOKEN:CHUNK`).
+    fn receipt(&self, token: &str, chunk: usize) -> String {
+        format!("{}:receipt:{token}:{chunk}", self.all[0])
     }
 
     fn msg(&self) -> &str {

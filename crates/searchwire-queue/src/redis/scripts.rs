@@ -10,6 +10,8 @@
 //! command takes the script's arguments as they are, it gets `unpack(ARGV, i)` instead of a
 //! table built message by message.
 
+use super::append_scripts::{APPEND, APPEND_SMALL, RECEIPT};
+
 /// Shared by every script: key names, and the helpers that keep the structures consistent.
 ///
 /// A schedule member (`S:ready`, `S:delayed`) is `255 − priority` (1 byte), `retry_at` (8
@@ -138,110 +140,6 @@ local function end_call(entry, each)
   redis.call('HDEL', ENTRIES, entry)
   redis.call('ZREM', CALLS, entry)
 end
-"#;
-
-/// Runs inside the append's `MULTI`/`EXEC`, after the plain commands that wrote the chunk's
-/// records (`S:msg`), arrival (`S:arrival`) and schedule members. ARGV: group, then per
-/// message its payload hash and id. A message whose hash is queued already is a
-/// duplicate: its record, arrival and schedule member are deleted again. Returns, per
-/// duplicate, its position in the chunk (1-based) and the queued id; `{}` when there is
-/// none (the usual case: one `HMGET` and one `HSET` for the whole chunk).
-///
-/// The `HMGET` takes the (hash, id) pairs as they are: an id (decimal) is never a field of
-/// `S:hashes` (whose fields are 32 bytes long), so every second answer is nil.
-///
-/// Sent whole with every append (EVAL), so it has its own short prelude, not [`COMMON`].
-const APPEND: &str = r#"
-local READY, DELAYED, MSG, HASHES, ARRIVAL = KEYS[3], KEYS[2], KEYS[4], KEYS[5], KEYS[11]
-local sub, byte, char = string.sub, string.byte, string.char
-local ex = redis.call('HMGET', HASHES, unpack(ARGV, 2))
-local dups = nil
-for k = 1, #ex, 2 do
-  if ex[k] then dups = dups or {}; dups[#dups + 1] = k end
-end
-if not dups then
-  redis.call('HSET', HASHES, unpack(ARGV, 2))
-  return {}
-end
-local pairs_, out, d = {}, {}, 1
-for k = 1, #ex, 2 do
-  local hash, id = ARGV[k + 1], ARGV[k + 2]
-  if dups[d] == k then
-    d = d + 1
-    local rec = redis.call('HGET', MSG, id)
-    if rec then
-      -- The schedule member (see COMMON's skey_of).
-      local skey = char(255 - byte(rec, 11)) .. sub(rec, 12, 19) .. sub(rec, 3, 10) .. hash .. id
-      redis.call('ZREM', READY, skey)
-      redis.call('ZREM', DELAYED, skey)
-    end
-    redis.call('HDEL', MSG, id)
-    redis.call('ZREM', ARRIVAL, id)
-    out[#out + 1] = (k + 1) / 2
-    out[#out + 1] = ex[k]
-  else
-    pairs_[#pairs_ + 1] = hash
-    pairs_[#pairs_ + 1] = id
-  end
-end
-if #pairs_ > 0 then redis.call('HSET', HASHES, unpack(pairs_)) end
-return out
-"#;
-
-/// A small append in one call (at most [`super::RedisConfig::small_append`] messages):
-/// reserves the ids, checks for duplicates and stores, atomically, so a process killed at
-/// any moment leaves either the whole append or nothing (not even a gap in the ids).
-/// ARGV: group, now, how many ids to reserve (the batch's length: a message's id is the
-/// first reserved plus its position), then per message (distinct payloads) its position in
-/// the batch (0-based), payload hash, `retry_at` and record with the id bytes zero (the
-/// script writes the id in; the id bytes are 3..10 of a record, see `src/record.rs`).
-/// Returns the first reserved id, then per duplicate its place among the messages
-/// (1-based) and the queued id.
-///
-/// The records pass through Lua here (a few KB per call); what this saves at one message
-/// per call is the transaction path's separate `INCRBY` round trip, its six commands and
-/// the de-duplication script's text. Ids must stay below 2^53 (Lua numbers).
-const APPEND_SMALL: &str = r#"
-local SEQ = KEYS[17]
-local now, reserve = tonumber(ARGV[2]), tonumber(ARGV[3])
-local first = redis.call('INCRBY', SEQ, reserve) - reserve + 1
-local hashes = {}
-for i = 5, #ARGV, 4 do hashes[#hashes + 1] = ARGV[i] end
-local ex = redis.call('HMGET', HASHES, unpack(hashes))
-local out, recs, arrival, owned, ready, delayed = {first}, {}, {}, {}, {}, {}
-for k = 1, #ex do
-  local i = 4 * k
-  if ex[k] then
-    out[#out + 1] = k
-    out[#out + 1] = ex[k]
-  else
-    local id = first + tonumber(ARGV[i])
-    local sid, hash, retry_at, rec = string.format('%d', id), ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-    rec = sub(rec, 1, 2) .. u64(id) .. sub(rec, 11)
-    recs[#recs + 1] = sid
-    recs[#recs + 1] = rec
-    arrival[#arrival + 1] = sid
-    arrival[#arrival + 1] = sid
-    owned[#owned + 1] = hash
-    owned[#owned + 1] = sid
-    local skey = skey_of(rec, hash, sid)
-    if tonumber(retry_at) <= now then
-      ready[#ready + 1] = 0
-      ready[#ready + 1] = skey
-    else
-      delayed[#delayed + 1] = retry_at
-      delayed[#delayed + 1] = skey
-    end
-  end
-end
-if #recs > 0 then
-  redis.call('HSET', MSG, unpack(recs))
-  redis.call('ZADD', ARRIVAL, unpack(arrival))
-  redis.call('HSET', HASHES, unpack(owned))
-  if #ready > 0 then redis.call('ZADD', READY, unpack(ready)) end
-  if #delayed > 0 then redis.call('ZADD', DELAYED, unpack(delayed)) end
-end
-return out
 "#;
 
 /// Replays dead letters (rare: records go through Lua). ARGV: group, now, then per message:
@@ -527,9 +425,13 @@ pub(super) struct Scripts {
 impl Scripts {
     pub(super) fn new() -> Self {
         let s = |body: &str| redis::Script::new(&format!("{COMMON}{body}"));
+        let receipt = RECEIPT.replace(
+            "RECEIPT_TTL_MS",
+            &super::RECEIPT_TTL.as_millis().to_string(),
+        );
         Scripts {
-            append_source: APPEND.to_owned(),
-            append_small: s(APPEND_SMALL),
+            append_source: APPEND.replace("RECEIPT_PRELUDE", &receipt),
+            append_small: s(&format!("{receipt}{APPEND_SMALL}")),
             replay: s(REPLAY),
             lease: s(LEASE),
             ack: s(ACK),

@@ -29,6 +29,19 @@ pub(super) fn member(
     m
 }
 
+/// A token no other append call shares (the process's random hasher keys, its id and a
+/// counter): the name of its receipt.
+fn receipt_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static CALLS: AtomicU64 = AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, Ordering::Relaxed);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u64(call);
+    format!("{:016x}{call:x}", h.finish())
+}
+
 /// One message to store.
 struct Stored {
     id: String,
@@ -116,20 +129,33 @@ impl RedisQueue {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        // Only a Sentinel link sends an append again, so only there it leaves a receipt.
+        let receipt = self.link.is_sentinel().then(receipt_token);
         let generation = self.link.generation();
-        match self.append_once(&batch).await {
+        let started = tokio::time::Instant::now();
+        match self.append_once(&batch, receipt.as_deref()).await {
             Err(e)
-                if self.link.is_stale()
-                    || (self.link.is_sentinel() && self.link.generation() != generation) =>
+                if (self.link.is_stale()
+                    || (self.link.is_sentinel() && self.link.generation() != generation))
+                    && started.elapsed() <= super::RESEND_WITHIN =>
             {
                 tracing::debug!(error = %e, "redis: append failed as the primary moved; sending it again");
-                self.append_once(&batch).await
+                self.append_once(&batch, receipt.as_deref()).await
             }
             done => done,
         }
     }
 
-    async fn append_once(&self, batch: &[NewMessage]) -> Result<Vec<Appended>> {
+    /// One try of an append. With a `receipt` token, what it stores is recorded under it
+    /// (per transaction), and a try with the same token that finds the record stores
+    /// nothing and answers what the first did: the first try may have run and replicated
+    /// although its caller saw an error, and its messages may even have been delivered and
+    /// acknowledged since (so `S:hashes` no longer knows them).
+    pub(super) async fn append_once(
+        &self,
+        batch: &[NewMessage],
+        receipt: Option<&str>,
+    ) -> Result<Vec<Appended>> {
         let now = self.now();
         // Duplicates within the batch are found here; Redis sees each payload once.
         let mut first_of: HashMap<PayloadHash, usize> = HashMap::with_capacity(batch.len());
@@ -145,8 +171,20 @@ impl RedisQueue {
             same_as.push(Ok(distinct.len()));
             distinct.push((i, hash));
         }
-        let (first, queued) = if batch.len() <= self.config.small_append.min(MAX_LEASE) {
-            self.append_small(batch, &distinct, now).await?
+        // Per distinct message: what it was stored as.
+        let stored: Vec<Appended> = if batch.len() <= self.config.small_append.min(MAX_LEASE) {
+            let receipt = receipt.map(|t| self.keys.receipt(t, 0));
+            let (first, queued) = self
+                .append_small(batch, &distinct, now, receipt.as_deref())
+                .await?;
+            distinct
+                .iter()
+                .zip(queued)
+                .map(|(&(i, _), q)| match q {
+                    Some(existing) => Appended::Duplicate(existing),
+                    None => Appended::New(MessageId(first + i as u64)),
+                })
+                .collect()
         } else {
             // The ids and the writes go to the same server (see `run_pipe_pinned`).
             let mut pin = None;
@@ -166,15 +204,14 @@ impl RedisQueue {
                     }
                 })
                 .collect();
-            (first, self.store_new(&messages, now, &mut pin).await?)
+            let offsets: Vec<u64> = distinct.iter().map(|&(i, _)| i as u64).collect();
+            self.store_new(&messages, &offsets, first, now, &mut pin, receipt)
+                .await?
         };
         let mut out: Vec<Appended> = Vec::with_capacity(batch.len());
-        for (i, s) in same_as.iter().enumerate() {
+        for s in &same_as {
             let a = match *s {
-                Ok(k) => match queued[k] {
-                    Some(existing) => Appended::Duplicate(existing),
-                    None => Appended::New(MessageId(first + i as u64)),
-                },
+                Ok(k) => stored[k],
                 Err(j) => Appended::Duplicate(out[j].id()),
             };
             out.push(a);
@@ -292,9 +329,18 @@ impl RedisQueue {
         batch: &[NewMessage],
         distinct: &[(usize, PayloadHash)],
         now: Timestamp,
+        receipt: Option<&str>,
     ) -> Result<(u64, Vec<Option<MessageId>>)> {
-        let mut inv = self.invocation(&self.scripts.append_small);
-        inv.arg(now.as_millis()).arg(batch.len());
+        let mut inv = redis::cmd("EVALSHA");
+        inv.arg(self.scripts.append_small.get_hash())
+            .arg(self.keys.all.len() + usize::from(receipt.is_some()))
+            .arg(&self.keys.all);
+        if let Some(key) = receipt {
+            inv.arg(key);
+        }
+        inv.arg(&self.config.group)
+            .arg(now.as_millis())
+            .arg(batch.len());
         for &(i, hash) in distinct {
             let n = &batch[i];
             inv.arg(i)
@@ -322,20 +368,25 @@ impl RedisQueue {
         Ok((first, out))
     }
 
-    /// Stores `messages` (distinct payloads): per chunk one `MULTI`/`EXEC` with the records,
+    /// Stores `messages` (distinct payloads; `offsets[k]`: message `k`'s place in the batch,
+    /// whose first reserved id is `first`): per chunk one `MULTI`/`EXEC` with the records,
     /// arrival and schedule members as plain commands and the de-duplication script last;
-    /// all chunks pipelined in one round trip. Returns, per message, the queued id it
-    /// duplicates (it was not stored), or `None`.
+    /// all chunks pipelined in one round trip. With a `receipt` token each chunk records
+    /// its answer, and a chunk that finds its record (an append sent again) undoes its
+    /// writes and answers as the first time. Returns, per message, what it was stored as.
     async fn store_new(
         &self,
         messages: &[Stored],
+        offsets: &[u64],
+        first: u64,
         now: Timestamp,
         pin: &mut Option<u64>,
-    ) -> Result<Vec<Option<MessageId>>> {
+        receipt: Option<&str>,
+    ) -> Result<Vec<Appended>> {
         let k = &self.keys;
         let mut pipe = redis::pipe();
         let chunk = chunk_size(self.config.chunk);
-        for part in messages.chunks(chunk) {
+        for (c, part) in messages.chunks(chunk).enumerate() {
             pipe.cmd("MULTI").ignore();
             let (mut msg, mut arrival) = (redis::cmd("HSET"), redis::cmd("ZADD"));
             msg.arg(k.msg());
@@ -347,9 +398,12 @@ impl RedisQueue {
             let mut dedup = redis::cmd("EVAL");
             dedup
                 .arg(&self.scripts.append_source)
-                .arg(k.all.len())
-                .arg(&k.all)
-                .arg(&self.config.group);
+                .arg(k.all.len() + usize::from(receipt.is_some()))
+                .arg(&k.all);
+            if let Some(token) = receipt {
+                dedup.arg(k.receipt(token, c));
+            }
+            dedup.arg(&self.config.group).arg(first);
             for m in part {
                 msg.arg(&m.id).arg(&m.record);
                 arrival.arg(&m.id).arg(&m.id);
@@ -374,13 +428,30 @@ impl RedisQueue {
             pipe.cmd("EXEC");
         }
         let execs = self.run_durable("appending", pipe, Some(pin)).await?;
-        let mut out = vec![None; messages.len()];
+        let mut out = Vec::with_capacity(messages.len());
         for (c, exec) in execs.iter().enumerate() {
             let items = check_exec(exec)?;
-            let Some(Value::Array(dups)) = items.last() else {
+            let Some(Value::Array(answer)) = items.last() else {
                 return Err(Error::corrupt("the append script answered no list"));
             };
-            duplicates_into(dups, c * chunk, &mut out)?;
+            let Some((Value::Int(chunk_first), dups)) = answer.split_first() else {
+                return Err(Error::corrupt("the append script answered no first id"));
+            };
+            let chunk_first = u64::try_from(*chunk_first)
+                .map_err(|_| Error::corrupt("a negative first message id"))?;
+            let start = c * chunk;
+            let end = (start + chunk).min(messages.len());
+            let mut queued = vec![None; end - start];
+            duplicates_into(dups, 0, &mut queued)?;
+            for (q, offset) in queued.into_iter().zip(&offsets[start..end]) {
+                out.push(match q {
+                    Some(existing) => Appended::Duplicate(existing),
+                    None => Appended::New(MessageId(chunk_first + offset)),
+                });
+            }
+        }
+        if out.len() != messages.len() {
+            return Err(Error::corrupt("an append answered too few transactions"));
         }
         Ok(out)
     }
