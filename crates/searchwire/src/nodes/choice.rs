@@ -40,6 +40,33 @@ pub enum Selection {
 }
 
 impl Selection {
+    /// Every selection, the default first.
+    pub const ALL: [Selection; 2] = [Selection::LatencyAware, Selection::RoundRobin];
+
+    /// What this selection does, in a few sentences (`searchwire explain selection`).
+    pub fn describe(&self) -> &'static str {
+        match self {
+            Selection::LatencyAware => {
+                "Each attempt draws two live nodes at random and takes the cheaper: its latency \
+                 estimate x (attempts in flight + 1) / its weight (core count). The estimate is \
+                 a peak EWMA of the node's attempt latencies: a slower answer raises it at once \
+                 (at most 4x per answer, so one long request cannot poison it), faster answers \
+                 lower it with a time constant of selection_decay (10s). A reset, a timeout, a \
+                 429 or a 5xx counts as an answer 4x slower than the estimate, so a node that \
+                 fails fast does not attract traffic. A new or resurrected node, or one that had \
+                 no answer for one decay, starts from the median of the others: a slow node is \
+                 tried again a few times per decay and a recovered one is back within it. \
+                 Untried nodes come before tried ones, nodes pausing after Retry-After or \
+                 stalled come last."
+            }
+            Selection::RoundRobin => {
+                "Weighted round robin over the live nodes (weights from their core counts), \
+                 blind to latency: each node gets its share however slow it is. Untried nodes \
+                 come before tried ones, nodes pausing after Retry-After or stalled come last."
+            }
+        }
+    }
+
     /// The name used by the CLI and in docs: `latency` or `round-robin`.
     pub fn as_str(&self) -> &'static str {
         match self {
