@@ -115,6 +115,9 @@ fn build_client(a: &RequestArgs, auth: Auth) -> Result<Client, String> {
     if a.class_backoff {
         b = b.class_backoff(searchwire::ClassBackoff::reference());
     }
+    if let Some(selection) = a.selection {
+        b = b.selection(selection);
+    }
     b.build().map_err(|e| e.to_string())
 }
 

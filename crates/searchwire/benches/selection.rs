@@ -5,7 +5,9 @@
 //! wheel has uneven weights (cores cycle through 8, 16, 24, 0 (unknown), 4 → weights
 //! 2, 4, 6, 1, 1; the 3-node pool gets 8/16/24 → 1, 2, 3).
 //!
-//! * `selection/single/<nodes>`: ns per pick on one thread.
+//! * `selection/single/<nodes>`: ns per pick on one thread (latency-aware, the default;
+//!   every node has a latency estimate).
+//! * `selection/single-rr/<nodes>`: the same with `Selection::RoundRobin`.
 //! * `selection/threads<T>/<nodes>`: T threads pick in a loop on one shared client; an
 //!   iteration is one pick by any thread, so the reported time is wall time per pick of
 //!   the whole group (aggregate throughput), measured with `iter_custom`.
@@ -20,7 +22,7 @@ use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use searchwire::Client;
+use searchwire::{Client, Selection};
 
 const NODE_COUNTS: [usize; 3] = [3, 30, 300];
 
@@ -37,6 +39,27 @@ fn single(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     for n in NODE_COUNTS {
         let cl = client(n);
+        // Two random choices, the cheaper wins: with fixed estimates and weights the most
+        // expensive node never wins a draw, but the picks spread over the others.
+        let mut seen = std::collections::HashSet::new();
+        for _ in 0..100_000 {
+            seen.insert(cl.__bench_select());
+        }
+        assert!(seen.len() > n / 2, "picks spread: {} of {n}", seen.len());
+        g.bench_with_input(BenchmarkId::from_parameter(n), &cl, |b, cl| {
+            b.iter(|| black_box(cl.__bench_select()))
+        });
+    }
+    g.finish();
+    let mut g = c.benchmark_group("selection/single-rr");
+    g.throughput(Throughput::Elements(1));
+    for n in NODE_COUNTS {
+        let cores: &[u32] = if n == 3 {
+            &[8, 16, 24]
+        } else {
+            &[8, 16, 24, 0, 4]
+        };
+        let cl = Client::__bench_client_with(n, cores, Selection::RoundRobin);
         // Every node is reachable by selection (all alive, all on the wheel).
         let mut seen = std::collections::HashSet::new();
         for _ in 0..100_000 {

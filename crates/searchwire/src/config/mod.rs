@@ -2,6 +2,7 @@
 //! [`ClientBuilder::build`], never a surprise at the first request. The setters are here;
 //! the checks `build` runs are in `validate`.
 
+mod selection;
 mod validate;
 
 use std::fmt;
@@ -85,6 +86,8 @@ pub struct ClientBuilder {
     pub(crate) metrics: bool,
     #[cfg(feature = "aws-sigv4")]
     pub(crate) aws_sigv4: Option<crate::http::sigv4::AwsSigV4>,
+    pub(crate) selection: crate::nodes::choice::Selection,
+    pub(crate) selection_decay: Duration,
 }
 
 impl Default for ClientBuilder {
@@ -123,6 +126,8 @@ impl Default for ClientBuilder {
             metrics: true,
             #[cfg(feature = "aws-sigv4")]
             aws_sigv4: None,
+            selection: crate::nodes::choice::Selection::default(),
+            selection_decay: defaults::SELECTION_DECAY,
         }
     }
 }

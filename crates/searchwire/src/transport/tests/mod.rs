@@ -3,4 +3,5 @@
 mod attempts;
 mod errors;
 mod resilience;
+mod selection;
 mod sizes;
