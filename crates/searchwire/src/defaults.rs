@@ -232,6 +232,16 @@ pub const RESURRECT_JITTER_SCALE: f64 = 0.5;
 /// reckless for small nodes nor timid for large ones.
 pub const SERVER_CORES: u32 = 8;
 
+/// The hedge delay when hedging is on: the observed p95 of recent attempts. Hedging after
+/// the p95 sends at most ~5 % of reads twice on a steady cluster, and exactly the slow
+/// ones ("The Tail at Scale" hedged after the p95 as well).
+pub const HEDGE_PERCENTILE: f64 = 95.0;
+
+/// Hedges allowed per read sent: 0.05 (at most 5 % extra attempts, over the retry budget's
+/// window). A stalled node is a few percent of traffic; more hedges than that would be
+/// load the cluster pays for a cluster-wide slowdown hedging cannot fix.
+pub const HEDGE_MAX_EXTRA: f64 = 0.05;
+
 /// Shortest periodic cluster-health refresh interval: 5 s. Small clusters would otherwise
 /// poll every second or two for no routing benefit.
 pub const MIN_HEALTH_REFRESH: Duration = Duration::from_secs(5);
@@ -429,6 +439,14 @@ pub fn table() -> Vec<DefaultEntry> {
             setting: "server_cores",
             value: SERVER_CORES.to_string(),
             why: "capacity model when discovery has not reported allocated_processors",
+        },
+        DefaultEntry {
+            setting: "hedging",
+            value: format!(
+                "off (when on: after the observed p{HEDGE_PERCENTILE} of recent attempts, at most {}% extra attempts)",
+                (HEDGE_MAX_EXTRA * 100.0).round()
+            ),
+            why: "a second copy of a read is load; opt in, for reads only. A hedge also takes one retry from the retry budget, and none is sent while the breaker is not closed",
         },
     ]
 }

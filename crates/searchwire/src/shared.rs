@@ -64,6 +64,10 @@ pub(crate) struct Inner {
     pub(crate) gateway_eject: u32,
     /// What a node's death sets off (see [`DeathHooks`]).
     pub(crate) on_death: DeathHooks,
+    /// The client's hedging setting (none: only requests that ask for it are hedged).
+    pub(crate) hedging: Option<crate::policy::hedge::Hedging>,
+    /// The hedge budget and the recent latencies the percentile delay reads.
+    pub(crate) hedge: crate::policy::hedge::HedgeState,
 }
 
 /// What a node's death sets off, wherever it is detected (a user request, `check_all`, a

@@ -2,6 +2,7 @@
 //! [`ClientBuilder::build`], never a surprise at the first request. The setters are here;
 //! the checks `build` runs are in `validate`.
 
+mod read_path;
 mod validate;
 
 use std::fmt;
@@ -83,6 +84,7 @@ pub struct ClientBuilder {
     pub(crate) breaker: Option<BreakerConfig>,
     pub(crate) gateway_eject: u32,
     pub(crate) metrics: bool,
+    pub(crate) hedging: Option<crate::policy::hedge::Hedging>,
     #[cfg(feature = "aws-sigv4")]
     pub(crate) aws_sigv4: Option<crate::http::sigv4::AwsSigV4>,
 }
@@ -121,6 +123,7 @@ impl Default for ClientBuilder {
             breaker: Some(BreakerConfig::default()),
             gateway_eject: defaults::NODE_GATEWAY_FAILURES_TO_EJECT,
             metrics: true,
+            hedging: None,
             #[cfg(feature = "aws-sigv4")]
             aws_sigv4: None,
         }
@@ -154,6 +157,7 @@ impl fmt::Debug for ClientBuilder {
             .field("adaptive_jitter", &self.adaptive_jitter)
             .field("circuit_breaker", &self.breaker)
             .field("gateway_eject", &self.gateway_eject)
+            .field("hedging", &self.hedging)
             .field("aws_sigv4", &self.aws_sigv4_shown())
             .finish_non_exhaustive()
     }

@@ -111,6 +111,9 @@ impl ClientBuilder {
         if let Some(b) = &self.breaker {
             b.validate().map_err(Error::config)?;
         }
+        if let Some(h) = &self.hedging {
+            h.validate().map_err(Error::config)?;
+        }
         self.class_backoff.validate().map_err(Error::config)?;
         self.adaptive_jitter.validate().map_err(Error::config)?;
         self.resurrection

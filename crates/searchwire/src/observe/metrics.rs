@@ -13,8 +13,8 @@ use http::Method;
 use metrics::{Key, Label, Metadata};
 
 use crate::observe::{
-    AttemptEvent, BreakerEvent, DenyReason, HealthCheckEvent, NodeEvent, Observer, RequestEvent,
-    RetryDeniedEvent, RetryEvent,
+    AttemptEvent, BreakerEvent, DenyReason, HealthCheckEvent, HedgeEvent, NodeEvent, Observer,
+    RequestEvent, RetryDeniedEvent, RetryEvent,
 };
 use crate::policy::breaker::BreakerState;
 
@@ -45,8 +45,11 @@ pub const RESURRECTIONS: &str = "searchwire_resurrections_total";
 /// `searchwire_health_checks_total{kind,result}` — background health checks.
 pub const HEALTH_CHECKS: &str = "searchwire_health_checks_total";
 
+/// `searchwire_hedges_total{result}` — hedged reads: sent, won, lost, or not sent and why.
+pub const HEDGES: &str = "searchwire_hedges_total";
+
 /// Every metric name, in the order of `docs/metrics.md`.
-pub const NAMES: [&str; 12] = [
+pub const NAMES: [&str; 13] = [
     REQUESTS,
     REQUEST_DURATION,
     ATTEMPTS,
@@ -59,6 +62,7 @@ pub const NAMES: [&str; 12] = [
     NODE_EJECTIONS,
     RESURRECTIONS,
     HEALTH_CHECKS,
+    HEDGES,
 ];
 
 /// The observer that records searchwire's metrics through the `metrics` facade.
@@ -121,6 +125,10 @@ fn describe() {
         "1 while the node receives traffic, 0 while it is dead."
     );
     describe_counter!(NODE_EJECTIONS, "Nodes marked dead.");
+    describe_counter!(
+        HEDGES,
+        "Hedged reads: sent, won, lost, or not sent (budget, breaker, no other node)."
+    );
     describe_counter!(RESURRECTIONS, "Dead nodes that came back.");
     describe_counter!(
         HEALTH_CHECKS,
@@ -302,6 +310,10 @@ impl Observer for MetricsObserver {
             "result" => e.result.to_string()
         )
         .increment(1);
+    }
+
+    fn hedge(&self, e: &HedgeEvent<'_>) {
+        metrics::counter!(HEDGES, "result" => e.result.as_str()).increment(1);
     }
 }
 

@@ -154,6 +154,11 @@ impl Client {
                     start_timer: crate::resurrection::ensure_timer,
                     rediscover: crate::discovery::node_died,
                 },
+                hedge: crate::policy::hedge::HedgeState::new(
+                    b.hedging.map_or(crate::defaults::HEDGE_MAX_EXTRA, |h| h.max_extra),
+                    now,
+                ),
+                hedging: b.hedging,
             }),
         };
         // Outside a runtime these are no-ops; the first request starts them then.

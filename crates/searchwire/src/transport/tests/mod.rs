@@ -2,5 +2,6 @@
 
 mod attempts;
 mod errors;
+mod hedge;
 mod resilience;
 mod sizes;
