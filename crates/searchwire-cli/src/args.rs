@@ -238,6 +238,19 @@ pub struct RequestArgs {
     #[arg(long, help = retry_budget_help())]
     pub no_retry_budget: bool,
 
+    #[arg(
+        long,
+        value_name = "DELAY|pNN",
+        num_args = 0..=1,
+        default_missing_value = "p95",
+        value_parser = parse_hedge,
+        help = hedge_help()
+    )]
+    pub hedge: Option<searchwire::HedgeDelay>,
+
+    #[arg(long, help = adaptive_concurrency_help())]
+    pub adaptive_concurrency: bool,
+
     #[arg(long, help = breaker_help())]
     pub no_circuit_breaker: bool,
 
@@ -428,6 +441,34 @@ fn backoff_help() -> String {
         format_duration(defaults::LINEAR_BACKOFF_CAP),
         format_duration(defaults::BACKOFF_BASE),
         format_duration(defaults::BACKOFF_CAP)
+    )
+}
+
+/// `--hedge`: a duration (`20ms`) or a percentile (`p95`).
+fn parse_hedge(s: &str) -> Result<searchwire::HedgeDelay, String> {
+    searchwire::HedgeDelay::parse(s)
+}
+
+fn hedge_help() -> String {
+    format!(
+        "Hedge reads (GET, HEAD, _search, _count, _mget, _msearch, _field_caps; never writes, \
+         scroll, point in time or async search): with no answer after DELAY (20ms) or the \
+         observed pNN of recent attempts (p99), send the read to a second node too; the first \
+         answer wins. At most {}% extra attempts, each also taken from the retry budget \
+         [default: off; --hedge alone: p{}]",
+        (defaults::HEDGE_MAX_EXTRA * 100.0).round(),
+        defaults::HEDGE_PERCENTILE
+    )
+}
+
+fn adaptive_concurrency_help() -> String {
+    format!(
+        "Limit the requests in flight to what the cluster serves without queueing, learned \
+         from latency and 429/503/timeouts (Vegas, from {} within {}..{}); a request over \
+         the limit is not sent and fails with exit code 7 [default: off]",
+        defaults::CONCURRENCY_INITIAL_LIMIT,
+        defaults::CONCURRENCY_MIN_LIMIT,
+        defaults::CONCURRENCY_MAX_LIMIT
     )
 }
 

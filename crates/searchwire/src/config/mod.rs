@@ -85,6 +85,7 @@ pub struct ClientBuilder {
     pub(crate) gateway_eject: u32,
     pub(crate) metrics: bool,
     pub(crate) hedging: Option<crate::policy::hedge::Hedging>,
+    pub(crate) adaptive_concurrency: Option<crate::policy::limit::AdaptiveConcurrency>,
     #[cfg(feature = "aws-sigv4")]
     pub(crate) aws_sigv4: Option<crate::http::sigv4::AwsSigV4>,
 }
@@ -124,6 +125,7 @@ impl Default for ClientBuilder {
             gateway_eject: defaults::NODE_GATEWAY_FAILURES_TO_EJECT,
             metrics: true,
             hedging: None,
+            adaptive_concurrency: None,
             #[cfg(feature = "aws-sigv4")]
             aws_sigv4: None,
         }
@@ -158,6 +160,7 @@ impl fmt::Debug for ClientBuilder {
             .field("circuit_breaker", &self.breaker)
             .field("gateway_eject", &self.gateway_eject)
             .field("hedging", &self.hedging)
+            .field("adaptive_concurrency", &self.adaptive_concurrency)
             .field("aws_sigv4", &self.aws_sigv4_shown())
             .finish_non_exhaustive()
     }

@@ -58,6 +58,10 @@ pub struct RequestEvent<'a> {
     pub elapsed: Duration,
     /// The error kind, when the request failed.
     pub error: Option<ErrorKind>,
+    /// The request's path, as given (the `db.operation.name` is read from it).
+    pub path: &'a str,
+    /// `opensearch` or `elasticsearch` (`db.system.name`), as the last health check said.
+    pub system: &'static str,
 }
 
 /// A node changed state.
@@ -168,6 +172,18 @@ pub struct HedgeEvent<'a> {
     pub delay: Duration,
 }
 
+/// The adaptive concurrency limit changed, or refused a request.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct LimitEvent {
+    /// The limit now (requests in flight).
+    pub limit: u32,
+    /// Requests in flight now.
+    pub in_flight: u32,
+    /// Whether a request was refused (else the limit changed).
+    pub rejected: bool,
+}
+
 /// A circuit breaker changed state.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -227,6 +243,8 @@ pub trait Observer: Send + Sync + 'static {
     fn health_check(&self, _event: &HealthCheckEvent<'_>) {}
     /// A hedge was sent or denied, or its race ended.
     fn hedge(&self, _event: &HedgeEvent<'_>) {}
+    /// The adaptive concurrency limit changed or refused a request.
+    fn concurrency_limit(&self, _event: &LimitEvent) {}
 }
 
 /// The observer that ignores everything.
@@ -263,6 +281,9 @@ impl Observer for Fanout {
     fn hedge(&self, e: &HedgeEvent<'_>) {
         self.0.iter().for_each(|o| o.hedge(e));
     }
+    fn concurrency_limit(&self, e: &LimitEvent) {
+        self.0.iter().for_each(|o| o.concurrency_limit(e));
+    }
 }
 
 /// The client's observer: the built-in metrics (when the feature is on and not switched
@@ -288,3 +309,4 @@ pub(crate) fn assemble(user: Option<Arc<dyn Observer>>, metrics: bool) -> Arc<dy
 pub(crate) mod context;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+pub(crate) mod semconv;

@@ -11,7 +11,7 @@
 //! hedges after 10 ms at +2 % requests: a stalled node (GC, a merge, a hot shard) costs a
 //! hedge delay instead of its whole stall.
 //!
-//! # Only idempotent reads
+//! # Only idempotent reads (decided in `transport/run/hedge.rs`)
 //!
 //! Sending a request twice must be harmless, and the second copy must not change what the
 //! first returns. That holds for `GET`/`HEAD` and for the read-only `POST` endpoints
@@ -45,10 +45,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-use http::Method;
 use tokio::time::Instant;
 
-use crate::message::request::Request;
 use crate::policy::budget::{Budget, RetryBudget};
 use crate::sync::lock;
 
@@ -81,9 +79,9 @@ impl HedgeDelay {
     /// Checks the value; the error says what is wrong.
     pub fn validate(&self) -> Result<(), String> {
         match *self {
-            HedgeDelay::After(d) if d.is_zero() => Err(
-                "hedge delay must be above 0 (a hedge at once doubles every read)".to_string(),
-            ),
+            HedgeDelay::After(d) if d.is_zero() => {
+                Err("hedge delay must be above 0 (a hedge at once doubles every read)".to_string())
+            }
             HedgeDelay::Percentile(p) if !(p > 0.0 && p < 100.0) => Err(format!(
                 "hedge percentile p{p} must be above 0 and below 100 (p95: hedge the slowest 5 %)"
             )),
@@ -101,7 +99,9 @@ impl HedgeDelay {
             HedgeDelay::Percentile(p)
         } else {
             HedgeDelay::After(crate::clock::duration::parse_duration(s).map_err(|e| {
-                format!("hedge delay {s:?}: {e} (a duration such as 20ms, or a percentile such as p95)")
+                format!(
+                    "hedge delay {s:?}: {e} (a duration such as 20ms, or a percentile such as p95)"
+                )
             })?)
         };
         d.validate()?;
@@ -156,48 +156,6 @@ pub(crate) enum HedgeChoice {
     On(HedgeDelay),
     /// Never hedged, whatever the client's setting.
     Off,
-}
-
-/// The endpoints (a path's last segment) whose `POST` is a read that may be hedged.
-const HEDGEABLE_POST_ENDPOINTS: [&str; 5] = ["_search", "_count", "_mget", "_msearch", "_field_caps"];
-
-/// Path segments of requests that are never hedged, whatever their method: scroll,
-/// point-in-time and async search (see the module docs).
-const NEVER_HEDGED_SEGMENTS: [&str; 4] = ["scroll", "point_in_time", "_pit", "_async_search"];
-
-/// Whether `request` is a read that may be hedged (see the module docs). An explicit
-/// `idempotent(false)` rules it out.
-pub(crate) fn is_hedgeable(request: &Request) -> bool {
-    if request.idempotent == Some(false) {
-        return false;
-    }
-    let (path, path_query) = match request.sent_path().split_once('?') {
-        Some((p, q)) => (p, q),
-        None => (request.sent_path(), ""),
-    };
-    let scroll = path_query
-        .split('&')
-        .any(|p| p.split('=').next() == Some("scroll"))
-        || request.query.iter().any(|(k, _)| k == "scroll");
-    if scroll {
-        return false;
-    }
-    let mut segments = path
-        .split('/')
-        .filter(|s| !s.is_empty())
-        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy());
-    let mut last = None;
-    for s in segments.by_ref() {
-        if NEVER_HEDGED_SEGMENTS.contains(&&*s) {
-            return false;
-        }
-        last = Some(s);
-    }
-    match request.method {
-        Method::GET | Method::HEAD => true,
-        Method::POST => last.is_some_and(|l| HEDGEABLE_POST_ENDPOINTS.contains(&&*l)),
-        _ => false,
-    }
 }
 
 /// The recent attempt latencies, and the percentile last read from them.
@@ -306,40 +264,6 @@ fn percentile(samples: &[u32], p: f64) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn hedgeable(r: Request) -> bool {
-        is_hedgeable(&r)
-    }
-
-    #[test]
-    fn only_idempotent_reads_are_hedged() {
-        assert!(hedgeable(Request::get("/logs/_doc/1")));
-        assert!(hedgeable(Request::head("/logs")));
-        assert!(hedgeable(Request::get("/logs/_search")));
-        for e in ["_search", "_count", "_mget", "_msearch", "_field_caps"] {
-            assert!(hedgeable(Request::post(format!("/logs/{e}"))), "{e}");
-        }
-        assert!(hedgeable(Request::post("/_msearch")));
-        // Writes.
-        assert!(!hedgeable(Request::post("/_bulk")));
-        assert!(!hedgeable(Request::put("/logs/_doc/1")));
-        assert!(!hedgeable(Request::delete("/logs/_doc/1")));
-        assert!(!hedgeable(Request::post("/logs/_update/1")));
-        assert!(!hedgeable(Request::post("/logs/_doc")));
-        // Scroll, point in time, async search.
-        assert!(!hedgeable(Request::post("/logs/_search").query("scroll", "1m")));
-        assert!(!hedgeable(Request::post("/logs/_search?scroll=1m")));
-        assert!(!hedgeable(Request::get("/_search/scroll")));
-        assert!(!hedgeable(Request::post("/_search/scroll")));
-        assert!(!hedgeable(Request::post("/logs/_search/point_in_time")));
-        assert!(!hedgeable(Request::post("/logs/_pit")));
-        assert!(!hedgeable(Request::post("/logs/_async_search")));
-        assert!(!hedgeable(Request::get("/_async_search/abc")));
-        // Percent-encoded endpoints are decided as sent.
-        assert!(!hedgeable(Request::get("/%5Fasync_search/abc")));
-        // The caller's word wins.
-        assert!(!hedgeable(Request::get("/logs/_search").idempotent(false)));
-    }
 
     #[test]
     fn delays_parse_and_validate() {

@@ -7,6 +7,7 @@
 use std::pin::Pin;
 use std::sync::Arc;
 
+use http::Method;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -21,7 +22,7 @@ use crate::message::response::{Attempts, Response};
 use crate::nodes::pool::{node_key, PoolNode};
 use crate::observe::{HedgeEvent, HedgeResult};
 use crate::policy::breaker::ProbeSlot;
-use crate::policy::hedge::{is_hedgeable, HedgeChoice, HedgeDelay};
+use crate::policy::hedge::{HedgeChoice, HedgeDelay};
 use crate::shared::Inner;
 
 /// The hedge delay of `request`, when it is a read to hedge: its own choice, else the
@@ -35,9 +36,51 @@ pub(super) fn wanted(inner: &Inner, request: &Request) -> Option<HedgeDelay> {
     is_hedgeable(request).then_some(delay)
 }
 
+/// The endpoints (a path's last segment) whose `POST` is a read that may be hedged.
+const HEDGEABLE_POST_ENDPOINTS: [&str; 5] =
+    ["_search", "_count", "_mget", "_msearch", "_field_caps"];
+
+/// Path segments of requests that are never hedged, whatever their method: scroll,
+/// point-in-time and async search (see the module docs).
+const NEVER_HEDGED_SEGMENTS: [&str; 4] = ["scroll", "point_in_time", "_pit", "_async_search"];
+
+/// Whether `request` is a read that may be hedged (see `policy/hedge.rs`). An explicit
+/// `idempotent(false)` rules it out.
+pub(crate) fn is_hedgeable(request: &Request) -> bool {
+    if request.idempotent == Some(false) {
+        return false;
+    }
+    let (path, path_query) = match request.sent_path().split_once('?') {
+        Some((p, q)) => (p, q),
+        None => (request.sent_path(), ""),
+    };
+    let scroll = path_query
+        .split('&')
+        .any(|p| p.split('=').next() == Some("scroll"))
+        || request.query.iter().any(|(k, _)| k == "scroll");
+    if scroll {
+        return false;
+    }
+    let mut segments = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(|s| percent_encoding::percent_decode_str(s).decode_utf8_lossy());
+    let mut last = None;
+    for s in segments.by_ref() {
+        if NEVER_HEDGED_SEGMENTS.contains(&&*s) {
+            return false;
+        }
+        last = Some(s);
+    }
+    match request.method {
+        Method::GET | Method::HEAD => true,
+        Method::POST => last.is_some_and(|l| HEDGEABLE_POST_ENDPOINTS.contains(&&*l)),
+        _ => false,
+    }
+}
+
 /// One attempt's exchange, instrumented with its span, boxed so the loser can be dropped.
-type Exchange<'n> =
-    Pin<Box<tracing::instrument::Instrumented<Bounded<'n>>>>;
+type Exchange<'n> = Pin<Box<tracing::instrument::Instrumented<Bounded<'n>>>>;
 
 /// An attempt in flight: its number, node, span and exchange.
 struct Flight<'n> {
@@ -370,5 +413,46 @@ impl<'a> Run<'a> {
             }
         }
         Box::pin(self.settle_and_retry(node, probe, result, elapsed, ended, Prior::first())).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hedgeable(r: Request) -> bool {
+        is_hedgeable(&r)
+    }
+
+    #[test]
+    fn only_idempotent_reads_are_hedged() {
+        assert!(hedgeable(Request::get("/logs/_doc/1")));
+        assert!(hedgeable(Request::head("/logs")));
+        assert!(hedgeable(Request::get("/logs/_search")));
+        for e in ["_search", "_count", "_mget", "_msearch", "_field_caps"] {
+            assert!(hedgeable(Request::post(format!("/logs/{e}"))), "{e}");
+        }
+        assert!(hedgeable(Request::post("/_msearch")));
+        // Writes.
+        assert!(!hedgeable(Request::post("/_bulk")));
+        assert!(!hedgeable(Request::put("/logs/_doc/1")));
+        assert!(!hedgeable(Request::delete("/logs/_doc/1")));
+        assert!(!hedgeable(Request::post("/logs/_update/1")));
+        assert!(!hedgeable(Request::post("/logs/_doc")));
+        // Scroll, point in time, async search.
+        assert!(!hedgeable(
+            Request::post("/logs/_search").query("scroll", "1m")
+        ));
+        assert!(!hedgeable(Request::post("/logs/_search?scroll=1m")));
+        assert!(!hedgeable(Request::get("/_search/scroll")));
+        assert!(!hedgeable(Request::post("/_search/scroll")));
+        assert!(!hedgeable(Request::post("/logs/_search/point_in_time")));
+        assert!(!hedgeable(Request::post("/logs/_pit")));
+        assert!(!hedgeable(Request::post("/logs/_async_search")));
+        assert!(!hedgeable(Request::get("/_async_search/abc")));
+        // Percent-encoded endpoints are decided as sent.
+        assert!(!hedgeable(Request::get("/%5Fasync_search/abc")));
+        // The caller's word wins.
+        assert!(!hedgeable(Request::get("/logs/_search").idempotent(false)));
     }
 }

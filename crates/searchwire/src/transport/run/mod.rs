@@ -36,8 +36,8 @@ use crate::transport::failure::circuit_open_error;
 
 pub(in crate::transport) use attempt::AttemptResult;
 use attempt::{run_attempt, Started};
-use retry::Prior;
 pub(in crate::transport) use request_id::RequestId;
+use retry::Prior;
 
 /// The request's deadline: its own (an instant, or its timeout from `start`), else the
 /// client's default timeout from `start`, else none.

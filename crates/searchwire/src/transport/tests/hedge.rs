@@ -51,7 +51,11 @@ async fn a_read_without_an_answer_after_the_delay_is_hedged_to_another_node() {
     assert_eq!(log.len(), 2, "{log:?}");
     assert_ne!(log[0].0, log[1].0, "the hedge goes to the other node");
     assert_eq!(log[0].3 - t0, Duration::ZERO);
-    assert_eq!(log[1].3 - t0, ms(20), "the hedge goes after exactly the delay");
+    assert_eq!(
+        log[1].3 - t0,
+        ms(20),
+        "the hedge goes after exactly the delay"
+    );
     assert_eq!(t0.elapsed(), ms(25), "the hedge's answer (20 + 5 ms) wins");
     assert_eq!(
         outcomes(&r),
@@ -88,7 +92,11 @@ async fn the_hedge_is_cancelled_when_the_first_attempt_answers_first() {
     );
     let lost = r.attempts().iter().find(|a| a.number == 2).unwrap();
     assert_eq!(lost.elapsed, ms(10), "cancelled 10 ms after it was sent");
-    assert!(lost.detail.as_deref().unwrap().contains("attempt 1 answered first"));
+    assert!(lost
+        .detail
+        .as_deref()
+        .unwrap()
+        .contains("attempt 1 answered first"));
     assert_eq!(c.dropped(), vec![(log[1].0, t0 + ms(30))]);
     assert_eq!(
         *rec.hedges.lock().unwrap(),
@@ -120,7 +128,9 @@ async fn two_failures_continue_in_the_retry_loop() {
     let c = Scripted::default();
     c.default_step(1, after(5, 200));
     c.default_step(2, after(5, 200));
-    let cl = client(2, &c, |b| b.hedging(fixed(20)).node_gateway_failures_to_eject(0));
+    let cl = client(2, &c, |b| {
+        b.hedging(fixed(20)).node_gateway_failures_to_eject(0)
+    });
     warm(&cl, 20).await;
     c.push_any(after(50, 503));
     c.push_any(Step::Status(503));
@@ -238,7 +248,10 @@ async fn no_hedge_while_the_breaker_is_not_closed() {
     c.push_any(after(100, 200));
     cl.send(Request::get("/logs/_search")).await.unwrap();
     assert_eq!(c.log().len() - before, 1);
-    assert_eq!(*rec.hedges.lock().unwrap(), vec![HedgeResult::DeniedBreaker]);
+    assert_eq!(
+        *rec.hedges.lock().unwrap(),
+        vec![HedgeResult::DeniedBreaker]
+    );
 }
 
 #[tokio::test(start_paused = true)]

@@ -3,5 +3,6 @@
 mod attempts;
 mod errors;
 mod hedge;
+mod limit;
 mod resilience;
 mod sizes;
