@@ -115,11 +115,12 @@ Output: the response body on stdout (with --json, an envelope {status,node,attem
 On failure the error goes to stderr as \"searchwire: <message>\", and the body of the final \
 HTTP response, if there was one, to stdout.
 With --repeat/--for: one JSON summary on stdout (requests, ok, failed, attempts, retries, \
-latency_ms p50/p90/p99/max, errors, wall_s, requests_per_s, cpu_s user/system/total, \
+latency_ms p50/p90/p99/max, ok_latency_ms (the same over successful requests), errors, wall_s, requests_per_s, cpu_s user/system/total, \
 requests_per_cpu_s) and, without --json, the same in words on stderr; the exit code is 0 only if every request \
 succeeded, otherwise the code of the first request to fail (in completion order).
 Exit codes: 0 success, 1 final HTTP error response, 2 usage or configuration error, \
-3 deadline exceeded, 4 no node reachable, 5 credentials rejected.";
+3 deadline exceeded, 4 no node reachable, 5 credentials rejected, 7 refused by \
+--adaptive-concurrency (not sent).";
 
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("load").args(["repeat", "for_"]).multiple(false))]

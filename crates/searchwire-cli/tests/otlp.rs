@@ -195,7 +195,11 @@ fn check_request_spans(r: &Receiver) -> Span {
     assert_eq!(req.attr("url.path"), "/logs/_search");
     assert_eq!(req.attr("retries"), "1");
     assert_eq!(req.attr("http.response.status_code"), "200");
-    let mut attempts = r.spans("searchwire.attempt");
+    let mut attempts: Vec<Span> = r
+        .spans("searchwire.attempt")
+        .into_iter()
+        .filter(|a| a.attrs.get("retry_id") == req.attrs.get("retry_id"))
+        .collect();
     attempts.sort_by_key(|a| a.attr("attempt").to_string());
     assert_eq!(attempts.len(), 2, "{attempts:?}");
     for (i, a) in attempts.iter().enumerate() {
