@@ -6,6 +6,7 @@
 #   pause-300        node 0 stops for 300 ms every 3 s; `_search` at RATE/s from CONCURRENCY
 #                    callers, without and with `--hedge` (p95)
 #   all-503          every node answers 503; with `--hedge`: attempts per offered request
+#   unloaded         the capacity model below at RATE/s: the unloaded latency
 #   overload         every node serves CAPACITY requests at once (1 ms each, the rest queue):
 #                    the offered rate is 2x the cluster's capacity (3 x 1000 x CAPACITY/s),
 #                    without and with `--adaptive-concurrency`
@@ -18,7 +19,7 @@
 #   FOR=15s RATE=150 CONCURRENCY=8 CAPACITY=1 benchmarks/readpath.sh
 #
 # Needs cargo and python3; builds the release CLI and the fake cluster. Takes about
-# 5 runs × FOR plus the builds.
+# 6 runs × FOR plus the builds.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dur="${FOR:-15s}"
@@ -65,6 +66,7 @@ over_rate=$(( 2 * 3 * 1000 * capacity ))
 run pause-300 pause-300 "" -- --rate "$rate" --concurrency "$conc"
 run pause-300-hedge pause-300 "" -- --rate "$rate" --concurrency "$conc" --hedge
 run all-503-hedge all-503 "" -- --rate "$rate" --concurrency "$conc" --hedge
+run unloaded steady "--capacity $capacity" -- --rate "$rate" --concurrency "$conc"
 run overload steady "--capacity $capacity" -- --rate "$over_rate" --concurrency "$over_conc" \
   --attempt-timeout 2s
 run overload-limit steady "--capacity $capacity" -- --rate "$over_rate" --concurrency "$over_conc" \
@@ -78,7 +80,7 @@ print(f"FOR={dur}; pause/503 runs: RATE={rate}/s, CONCURRENCY={conc}; overload: 
       f"{over_rate}/s from {over_conc} callers")
 print("| run | offered | ok | goodput/s | p50 ms (ok) | p99 ms (ok) | cluster attempts / offered |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-for name in ["pause-300", "pause-300-hedge", "all-503-hedge", "overload", "overload-limit"]:
+for name in ["pause-300", "pause-300-hedge", "all-503-hedge", "unloaded", "overload", "overload-limit"]:
     s = json.loads(open(f"{work}/{name}.json").read().strip().splitlines()[-1])
     fake = json.loads(open(f"{work}/{name}.fake").read().strip().splitlines()[-1])
     lat = s.get("ok_latency_ms") or s["latency_ms"]

@@ -210,6 +210,20 @@ pub fn render_defaults() -> String {
     table(&["setting", "value", "why"], &body, Align::Left)
 }
 
+/// `explain selection`: each way of choosing nodes, the default first.
+pub fn render_selection() -> String {
+    let mut s = String::new();
+    for (i, sel) in searchwire::Selection::ALL.iter().enumerate() {
+        let tag = if i == 0 { " (default)" } else { "" };
+        s.push_str(&format!("{sel}{tag}: {}\n", sel.describe()));
+        if i + 1 < searchwire::Selection::ALL.len() {
+            s.push('\n');
+        }
+    }
+    s.push_str("\nChoose with --selection latency|round-robin, or ClientBuilder::selection.\n");
+    s
+}
+
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Align {
     Left,
@@ -297,6 +311,17 @@ mod tests {
         };
         let e = Plan::from_args(&a).err().unwrap_or_default();
         assert!(e.contains("--live 3"), "{e}");
+    }
+
+    #[test]
+    fn selection_explains_both_with_the_default_first() {
+        let s = render_selection();
+        assert!(
+            s.starts_with("latency (default): Each attempt draws two"),
+            "{s}"
+        );
+        assert!(s.contains("\n\nround-robin: Weighted round robin"), "{s}");
+        assert!(s.contains("--selection latency|round-robin"), "{s}");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //!   capability probe) and prints a table or JSON, once or every `--watch` interval.
 //! - `searchwire relay --listen ADDR --url ... --queue-dir DIR` serves an OpenSearch-compatible
 //!   `_bulk` endpoint that queues durably what the cluster cannot take now.
-//! - `searchwire explain resurrection|defaults` prints the dead-node resurrection schedule
+//! - `searchwire explain resurrection|defaults|selection` prints the dead-node resurrection schedule
 //!   and the defaults table from the library's own code.
 //! - `searchwire queue stats|list|replay|purge|deliver` looks into a retry queue
 //!   (`searchwire-queue`, embedded or Redis) and re-drives its dead letters.
@@ -70,6 +70,10 @@ fn main() -> ExitCode {
                 explain::render_defaults()
             };
             output::stdout(text.as_bytes());
+            exit::SUCCESS
+        }
+        Command::Explain(ExplainCommand::Selection) => {
+            output::stdout(explain::render_selection().as_bytes());
             exit::SUCCESS
         }
         Command::Request(a) => run_request(*a),

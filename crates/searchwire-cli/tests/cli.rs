@@ -715,6 +715,40 @@ async fn node_state_carries_across_repeated_requests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn selection_round_robin_gives_every_node_its_share_and_a_bad_name_is_a_usage_error() {
+    let c = cluster(3).await;
+    let u = urls(&c);
+    let mut args = vec!["request", "GET", "/x", "--repeat", "30", "--url", &u];
+    args.extend(["--selection", "round-robin"]);
+    args.extend(FAST);
+    let out = run(&args).await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let per_node: Vec<usize> = c
+        .nodes()
+        .iter()
+        .map(|n| n.requests_matching(&Match::Path("/x".into())).len())
+        .collect();
+    assert_eq!(per_node, [10, 10, 10]);
+
+    let out = run(&["request", "GET", "/", "--url", &u, "--selection", "fastest"]).await;
+    assert_eq!(code(&out), 2);
+    assert!(
+        stderr(&out).contains("use latency or round-robin"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_selection_describes_both() {
+    let out = run(&["explain", "selection"]).await;
+    assert_eq!(code(&out), 0);
+    let text = stdout(&out);
+    assert!(text.starts_with("latency (default):"), "{text}");
+    assert!(text.contains("round-robin: Weighted round robin"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn for_duration_with_rate_paces_request_starts() {
     let c = cluster(1).await;
     let out = run(&[

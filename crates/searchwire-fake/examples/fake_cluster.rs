@@ -3,7 +3,7 @@
 //! against it).
 //!
 //! ```text
-//! cargo run --release -p searchwire-fake --example fake_cluster -- [--nodes N] SCENARIO
+//! cargo run --release -p searchwire-fake --example fake_cluster -- [--nodes N] [--capacity K] SCENARIO
 //! ```
 //!
 //! Scenarios (every node answers like OpenSearch 2.19, see the crate docs, except):
@@ -13,6 +13,13 @@
 //! - `all-503`: every node answers every request (health checks too) `503`.
 //! - `throttle-30`: 3 requests in 10 (exactly, spread: the 1st, 4th and 7th of each ten the
 //!   cluster receives) are answered `429` with `Retry-After: 1`.
+//! - `slow-node`: node 0 takes 50 ms longer to answer every request (a [`Load`] with a 50 ms
+//!   base).
+//! - `slow-recovers`: node 0 is 50 ms slower for the first 20 s, then as fast as the others.
+//! - `pause-300`: node 0 stops the world for 300 ms every 3 s (GC-like [`Pauses`]).
+//!
+//! `--capacity K` gives every node a capacity of K requests at once (the rest queue) and a
+//! 1 ms service time, so a load past 1,000 × K requests/s per node builds latency.
 //!
 //! Prints the node URLs, comma-separated, as one line on stdout, then serves until its
 //! standard input is closed; then prints one JSON line with the requests each node received
@@ -23,12 +30,20 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use searchwire_fake::{Behavior, FakeCluster, Handler, Match};
+use std::time::Duration;
 
-const USAGE: &str = "usage: fake_cluster [--nodes N] steady|one-down|all-503|throttle-30";
+use searchwire_fake::{Behavior, FakeCluster, Handler, Load, Match, Pauses};
+
+const USAGE: &str = "usage: fake_cluster [--nodes N] [--capacity K] steady|one-down|all-503|throttle-30|slow-node|slow-recovers|pause-300";
+
+/// How much slower the slow node of `slow-node` and `slow-recovers` is.
+const SLOW_BY: Duration = Duration::from_millis(50);
+/// How long `slow-recovers` keeps node 0 slow.
+const SLOW_FOR: Duration = Duration::from_secs(20);
 
 fn main() {
     let mut nodes = 3usize;
+    let mut capacity = None;
     let mut scenario = None;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
@@ -37,7 +52,14 @@ fn main() {
                 Some(n) if n >= 1 => nodes = n,
                 _ => fail("--nodes needs a number of nodes, at least 1"),
             },
-            "steady" | "one-down" | "all-503" | "throttle-30" if scenario.is_none() => {
+            "--capacity" => match args.next().and_then(|v| v.parse().ok()) {
+                Some(k) if k >= 1 => capacity = Some(k),
+                _ => fail("--capacity needs a number of requests served at once, at least 1"),
+            },
+            "steady" | "one-down" | "all-503" | "throttle-30" | "slow-node" | "slow-recovers"
+            | "pause-300"
+                if scenario.is_none() =>
+            {
                 scenario = Some(a);
             }
             other => fail(&format!("unexpected argument {other:?}")),
@@ -53,16 +75,25 @@ fn main() {
         Ok(rt) => rt,
         Err(e) => fail(&format!("cannot start a tokio runtime: {e}")),
     };
-    rt.block_on(serve(nodes, &scenario));
+    rt.block_on(serve(nodes, capacity, &scenario));
 }
 
-async fn serve(n: usize, scenario: &str) {
+async fn serve(n: usize, capacity: Option<usize>, scenario: &str) {
     let cluster = match FakeCluster::start(n).await {
         Ok(c) => c,
         Err(e) => fail(&format!("cannot start the fake nodes: {e}")),
     };
     for node in cluster.nodes() {
         node.set_recording(false);
+    }
+    let base = match capacity {
+        Some(k) => Load::new().base(Duration::from_millis(1)).capacity(k),
+        None => Load::new(),
+    };
+    if capacity.is_some() {
+        for node in cluster.nodes() {
+            node.set_load(base.clone());
+        }
     }
     match scenario {
         "one-down" => cluster.node(0).kill().await,
@@ -84,6 +115,20 @@ async fn serve(n: usize, scenario: &str) {
                 node.on(Match::Any, Behavior::Handler(handler.clone()));
             }
         }
+        "slow-node" => cluster.node(0).set_load(slow(&base)),
+        "slow-recovers" => {
+            let node = cluster.node(0).clone();
+            node.set_load(slow(&base));
+            let healthy = base.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(SLOW_FOR).await;
+                node.set_load(healthy);
+            });
+        }
+        "pause-300" => cluster.node(0).set_load(base.clone().pauses(Pauses::new(
+            Duration::from_secs(3),
+            Duration::from_millis(300),
+        ))),
         _ => {}
     }
     println!("{}", cluster.urls().join(","));
@@ -102,6 +147,11 @@ async fn serve(n: usize, scenario: &str) {
         "{}",
         serde_json::json!({"scenario": scenario, "requests": total, "per_node": per_node})
     );
+}
+
+/// `base`, [`SLOW_BY`] slower.
+fn slow(base: &Load) -> Load {
+    base.clone().base(base.base_time() + SLOW_BY)
 }
 
 fn fail(message: &str) -> ! {

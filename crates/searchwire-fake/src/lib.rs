@@ -19,6 +19,11 @@
 //!   [`FakeNode::revive`] brings it back on the same port.
 //! - [`FakeNode::stall_open_connections`] black-holes existing connections only, like a
 //!   half-dead path through a load balancer.
+//! - [`FakeNode::set_load`] gives the node a performance model ([`Load`]): a latency
+//!   distribution ([`Latency`]: fixed, lognormal or quantiles, seeded), stop-the-world
+//!   [`Pauses`] (every T, stall D) and a [`Capacity`] (K requests at once, the rest queued,
+//!   optionally 429 past a queue limit), so overload builds latency the way it does on a real
+//!   node.
 //! - Every request is recorded ([`Recorded`]: arrival time as a `tokio` instant, connection
 //!   id, headers, body, behavior applied), and [`FakeNode::wait_until`] waits on those events
 //!   instead of sleeping.
@@ -58,6 +63,7 @@ mod behavior;
 mod bulk;
 mod cluster;
 mod http;
+mod load;
 mod node;
 mod opensearch;
 mod recorded;
@@ -67,6 +73,7 @@ mod shared;
 pub use behavior::{Behavior, Handler, HandlerRequest, Match};
 pub use bulk::{BulkFault, FakeBulk, StoredDoc};
 pub use cluster::FakeCluster;
+pub use load::{Capacity, Latency, Load, Pauses};
 pub use node::FakeNode;
 pub use opensearch::{nodes_info_json, NodeInfoSpec, CLUSTER_NAME, VERSION};
 pub use recorded::Recorded;

@@ -14,6 +14,7 @@ use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::behavior::{Behavior, Match};
+use crate::load::{Load, LoadState};
 use crate::opensearch::{self, Member};
 use crate::recorded::Recorded;
 use crate::server;
@@ -74,6 +75,7 @@ impl FakeNode {
                 seen: 0,
                 recording: true,
                 members: Arc::from(vec![Member::new(name, addr)]),
+                load: None,
             }),
             notify: Notify::new(),
             generation: watch::Sender::new(0),
@@ -137,6 +139,28 @@ impl FakeNode {
     /// The fallback when no rule or one-shot matches. Initially [`Behavior::Default`].
     pub fn set_default(&self, b: Behavior) {
         self.shared().state.lock().default = b;
+    }
+
+    /// Installs a performance model (latency distribution, pauses, capacity; see [`Load`]) for
+    /// the requests it selects, replacing any earlier one. Its pauses count from now; requests
+    /// already waiting under the earlier model finish under it.
+    pub fn set_load(&self, load: Load) {
+        let state = Arc::new(LoadState::new(load, Instant::now()));
+        self.shared().state.lock().load = Some(state);
+    }
+
+    /// Removes the performance model: requests are served at once again.
+    pub fn clear_load(&self) {
+        self.shared().state.lock().load = None;
+    }
+
+    /// Under a [`Load`] with a capacity: (requests being served, requests waiting for a
+    /// slot) right now. `(0, 0)` without one.
+    pub fn load_queue(&self) -> (usize, usize) {
+        match &self.shared().state.lock().load {
+            Some(l) => (l.serving(), l.waiting()),
+            None => (0, 0),
+        }
     }
 
     /// Simulates a crash: closes the listener (new connects are refused) and resets (RST,

@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::behavior::Behavior;
 use crate::http::{self, ReadError, Request};
+use crate::load::Slot;
 use crate::opensearch;
 use crate::shared::Shared;
 
@@ -102,6 +103,12 @@ async fn serve_requests(shared: &Shared, stream: &mut TcpStream, id: u64, stall_
         let stalled = shared.stall_epoch.load(Ordering::SeqCst) > stall_epoch;
         let Some(behavior) = shared.admit(&req, id, stalled) else {
             return hang(stream).await;
+        };
+        // A performance model (`load/`) holds the request for its queueing, service time and
+        // pauses; the request keeps its slot of the node's capacity while its behavior runs.
+        let (behavior, _slot) = match shared.load_for(&req) {
+            Some(load) => load.enter(behavior, &shared.notify).await,
+            None => (behavior, Slot::none()),
         };
         match apply(shared, stream, &req, behavior).await {
             Next::KeepAlive if !req.close => {}

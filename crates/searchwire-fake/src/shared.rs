@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::behavior::{Behavior, Match};
 use crate::http::Request;
+use crate::load::LoadState;
 use crate::opensearch::Member;
 use crate::recorded::Recorded;
 
@@ -44,6 +45,8 @@ pub(crate) struct State {
     pub(crate) seen: usize,
     pub(crate) recording: bool,
     pub(crate) members: Arc<[Member]>,
+    /// The performance model set by [`FakeNode::set_load`](crate::FakeNode::set_load).
+    pub(crate) load: Option<Arc<LoadState>>,
 }
 
 impl Shared {
@@ -85,6 +88,16 @@ impl Shared {
         drop(st);
         self.notify.notify_waiters();
         behavior
+    }
+
+    /// The load model that applies to `req`, if any.
+    pub(crate) fn load_for(&self, req: &Request) -> Option<Arc<LoadState>> {
+        let st = self.state.lock();
+        let load = st.load.as_ref()?;
+        load.load
+            .only
+            .matches(&req.method, &req.path, req.query.as_deref())
+            .then(|| Arc::clone(load))
     }
 
     pub(crate) fn members(&self) -> Arc<[Member]> {

@@ -17,7 +17,8 @@
 //! prints medians of wall time, client-thread CPU time and per-request latency that a
 //! noisy, shared machine cannot bias toward either side; rounds via
 //! `PAIRED_ROUNDS_C1` (default 20000) and `PAIRED_ROUNDS_C64` (default 400), 0 skips it.
-//! Filter `paired` runs only it. `SW_BENCH_ONLY=bare` or `searchwire` runs one client alone
+//! Filter `paired` runs only it. `SW_BENCH_SELECTION=round-robin` (or `latency`, the default)
+//! picks searchwire's node selection, to compare the two against the same bare client. `SW_BENCH_ONLY=bare` or `searchwire` runs one client alone
 //! (`SW_BENCH_ONLY_CONC`, `SW_BENCH_ONLY_REQS`) for `perf`/`strace`.
 //!
 //! Run: `cargo bench -p searchwire --bench overhead -- --warm-up-time 1 --measurement-time 5 --sample-size 20`
@@ -106,6 +107,12 @@ fn setup() -> (tokio::runtime::Runtime, http::Uri, Bare, Client) {
     }
     if std::env::var_os("SW_BENCH_NO_TIMEOUT").is_some() {
         b = b.no_attempt_timeout();
+    }
+    if let Ok(name) = std::env::var("SW_BENCH_SELECTION") {
+        b = b.selection(
+            name.parse()
+                .expect("SW_BENCH_SELECTION: latency or round-robin"),
+        );
     }
     let sw = b.build().expect("searchwire client");
     (rt, uri, bare, sw)

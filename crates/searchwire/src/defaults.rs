@@ -269,6 +269,14 @@ pub const MIN_HEALTH_REFRESH: Duration = Duration::from_secs(5);
 /// each node's own outcomes); older than 5 minutes it would mislead whoever reads it.
 pub const MAX_HEALTH_REFRESH: Duration = Duration::from_secs(300);
 
+/// Latency-aware selection's time constant: 10 s (linkerd2-proxy's and Finagle's peak-EWMA
+/// default). An estimate forgets a slow answer over about this long, so one slow second does
+/// not steer traffic for a minute, while a burst of fast answers does not make a slow node
+/// look healthy. A node that gets no request for this long (because it was slow) is given
+/// the cluster median and tried again: a slow node costs a few requests per 10 s, and a
+/// recovered one is back within about 10 s.
+pub const SELECTION_DECAY: Duration = Duration::from_secs(10);
+
 /// One row of the defaults table, as printed in docs and `--help`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DefaultEntry {
@@ -472,6 +480,11 @@ pub fn table() -> Vec<DefaultEntry> {
                 "off (when on: Vegas from {CONCURRENCY_INITIAL_LIMIT} in flight, within {CONCURRENCY_MIN_LIMIT}..{CONCURRENCY_MAX_LIMIT}; over the limit fail at once)"
             ),
             why: "a limit on requests in flight keeps goodput when the cluster is past capacity; opt in, since a single caller never needs it. Failing at once (ConcurrencyLimited) keeps the admitted requests' latency; max_wait lets a request queue, within its deadline",
+        },
+        DefaultEntry {
+            setting: "selection / selection_decay",
+            value: format!("latency (two random choices, peak EWMA) / {}", d(SELECTION_DECAY)),
+            why: "a slow, stalled or overloaded node gets almost no new requests, where round robin sends it a full share; an estimate forgets over the decay, and a node unsampled for one decay starts again from the cluster median, so a recovered node is back within it. selection(RoundRobin) / --selection round-robin keeps weighted round robin",
         },
     ]
 }

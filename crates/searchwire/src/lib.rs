@@ -85,6 +85,7 @@ pub use message::error::{Attempt, Error, ErrorKind};
 pub use message::request::Request;
 pub use message::response::Response;
 pub use nodes::capability::Capability;
+pub use nodes::choice::Selection;
 pub use observe::{
     AttemptEvent, BreakerEvent, DenyReason, HealthCheckEvent, HedgeEvent, HedgeResult, LimitEvent,
     NodeEvent, Observer, RequestEvent, RetryDeniedEvent, RetryEvent,

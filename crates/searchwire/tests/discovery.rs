@@ -12,11 +12,13 @@ use support::{fast_schedule, Joins, BOUND};
 
 const NODES_INFO: &str = "/_nodes/http,os";
 
+/// Round robin: these tests count exactly which nodes user requests reach.
 fn client(seeds: &[&FakeNode]) -> searchwire::ClientBuilder {
     Client::builder()
         .nodes(seeds.iter().map(|n| n.url()))
         .read_environment(false)
         .resurrection_timers(false)
+        .selection(searchwire::Selection::RoundRobin)
         .seed(1)
 }
 

@@ -3,6 +3,7 @@
 //! the checks `build` runs are in `validate`.
 
 mod read_path;
+mod selection;
 mod validate;
 
 use std::fmt;
@@ -88,6 +89,8 @@ pub struct ClientBuilder {
     pub(crate) adaptive_concurrency: Option<crate::policy::limit::AdaptiveConcurrency>,
     #[cfg(feature = "aws-sigv4")]
     pub(crate) aws_sigv4: Option<crate::http::sigv4::AwsSigV4>,
+    pub(crate) selection: crate::nodes::choice::Selection,
+    pub(crate) selection_decay: Duration,
 }
 
 impl Default for ClientBuilder {
@@ -128,6 +131,8 @@ impl Default for ClientBuilder {
             adaptive_concurrency: None,
             #[cfg(feature = "aws-sigv4")]
             aws_sigv4: None,
+            selection: crate::nodes::choice::Selection::default(),
+            selection_decay: defaults::SELECTION_DECAY,
         }
     }
 }

@@ -75,6 +75,11 @@ impl ClientBuilder {
         if self.connect_timeout.is_zero() {
             return Err(Error::config("connect_timeout must be positive"));
         }
+        if self.selection_decay.is_zero() {
+            return Err(Error::config(
+                "selection_decay must be positive (it is how fast latency estimates forget)",
+            ));
+        }
         if self.max_response_bytes == 0 {
             return Err(Error::config(
                 "max_response_bytes must be positive (even an error answer has a body)",

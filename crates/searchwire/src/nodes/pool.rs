@@ -1,165 +1,32 @@
-//! The node pool: node states (alive, dead, viable), weighted round-robin selection, and
-//! the bookkeeping of failures that feeds the resurrection schedule.
+//! The node pool: node states (alive, dead, viable), selection (latency-aware two choices,
+//! `choice.rs`, or weighted round robin), and the bookkeeping of failures that feeds the
+//! resurrection schedule.
 //!
-//! The hot path ([`Pool::select`]) takes no lock: the node list and the round-robin wheel
-//! live in one immutable [`Topology`] behind an `ArcSwap`, liveness is an atomic flag per
-//! node, and the cursor is an atomic counter. Locks are taken only on state transitions.
+//! The hot path ([`Pool::select`]) takes no lock: the node list, the weights and the
+//! round-robin wheel live in one immutable [`Topology`] behind an `ArcSwap`, liveness is an
+//! atomic flag per node, and the cursor and the random source are atomic counters. Locks are
+//! taken only on state transitions.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use tokio::time::Instant;
 
+use crate::classify::OutcomeKind;
 use crate::http::addr::NodeAddr;
-use crate::nodes::capability::NodeCapability;
-use crate::nodes::progress::Progress;
+use crate::nodes::choice::{Choice, Nodes, Selection};
+pub(crate) use crate::nodes::node::{node_key, PoolNode};
 use crate::policy::schedule::{self, Capacity, ResurrectionConfig};
 use crate::sync::lock;
-
-/// Mutable per-node health, changed only on transitions.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct NodeHealth {
-    /// Consecutive connectivity failures; reset only by a real success.
-    pub failures: u32,
-    pub dead_since: Option<Instant>,
-    /// When the resurrection check is due.
-    pub next_check: Option<Instant>,
-    /// Latched once the node answered (seeds start viable).
-    pub viable: bool,
-    /// The last connectivity failure, for snapshots and errors.
-    pub last_error: Option<String>,
-    /// The last auth rejection status (401/403) seen on this node, if the latest answer
-    /// was one; cleared by a success.
-    pub auth_rejected: Option<u16>,
-    /// A resurrection task is running for this node.
-    pub timer_running: bool,
-    /// Consecutive 502/503/504 answers (the per-node breaker for gateway errors); reset by
-    /// any other answer and when the node is ejected.
-    pub gateway_failures: u32,
-}
-
-/// One node of the pool.
-#[derive(Debug)]
-pub(crate) struct PoolNode {
-    pub addr: NodeAddr,
-    /// The node id reported by discovery (empty for seeds not yet discovered); a seed
-    /// learns its id from the first discovery that reports it.
-    id: Mutex<String>,
-    /// Configured by the user: discovery never removes it.
-    pub seed: bool,
-    alive: AtomicBool,
-    /// `os.allocated_processors` from discovery; 0 when unknown.
-    pub cores: AtomicU32,
-    /// Set when the node is alive, viable, without failures and without an auth
-    /// rejection, so that recording another answer has nothing to change.
-    clean: AtomicBool,
-    /// Signalled when the node's next check is rescheduled, so its resurrection timer
-    /// re-reads the due time instead of sleeping on a stale one.
-    pub(crate) rescheduled: tokio::sync::Notify,
-    health: Mutex<NodeHealth>,
-    /// Cluster-health capability and what health requests learned (version, health).
-    capability: Mutex<NodeCapability>,
-    /// Set while a `Retry-After` this node sent is running (until `busy_until`): one
-    /// atomic load on the selection path when no node asked for a pause.
-    busy: AtomicBool,
-    busy_until: Mutex<Option<Instant>>,
-    /// Its attempts in flight and its last progress: a stalled node is avoided like a
-    /// pausing one (see `nodes/progress.rs`).
-    pub(crate) progress: Progress,
-}
-
-impl PoolNode {
-    pub(crate) fn new(addr: NodeAddr, id: String, seed: bool, cores: u32) -> PoolNode {
-        PoolNode {
-            addr,
-            id: Mutex::new(id),
-            seed,
-            alive: AtomicBool::new(seed),
-            cores: AtomicU32::new(cores),
-            clean: AtomicBool::new(false),
-            rescheduled: tokio::sync::Notify::new(),
-            health: Mutex::new(NodeHealth {
-                viable: seed,
-                ..NodeHealth::default()
-            }),
-            capability: Mutex::new(NodeCapability::default()),
-            busy: AtomicBool::new(false),
-            busy_until: Mutex::new(None),
-            progress: Progress::new(),
-        }
-    }
-
-    /// A node discovery just found: not alive and not viable, so it gets no user traffic
-    /// (not even as a last resort) until it has answered once.
-    pub(crate) fn discovered(addr: NodeAddr, id: String, seed: bool, cores: u32) -> PoolNode {
-        let node = PoolNode::new(addr, id, seed, cores);
-        node.alive.store(false, Ordering::Release);
-        node.health_mut().viable = false;
-        node
-    }
-
-    /// The node id reported by discovery (empty when not known yet).
-    pub(crate) fn id(&self) -> String {
-        lock(&self.id).clone()
-    }
-
-    /// Whether user traffic may go to this node.
-    pub(crate) fn is_alive(&self) -> bool {
-        self.alive.load(Ordering::Acquire)
-    }
-
-    pub(crate) fn health(&self) -> NodeHealth {
-        lock(&self.health).clone()
-    }
-
-    pub(crate) fn health_mut(&self) -> MutexGuard<'_, NodeHealth> {
-        lock(&self.health)
-    }
-
-    /// The node asked for a pause (`Retry-After`) until `until`: while another live node
-    /// is free, selection sends traffic there instead.
-    pub(crate) fn mark_busy_until(&self, until: Instant) {
-        let mut b = lock(&self.busy_until);
-        if b.is_none_or(|t| until > t) {
-            *b = Some(until);
-        }
-        self.busy.store(true, Ordering::Release);
-    }
-
-    /// Whether the node's `Retry-After` pause is still running at `now`.
-    pub(crate) fn is_busy(&self, now: Instant) -> bool {
-        if !self.busy.load(Ordering::Acquire) {
-            return false;
-        }
-        let mut b = lock(&self.busy_until);
-        match *b {
-            Some(t) if t > now => true,
-            _ => {
-                *b = None;
-                self.busy.store(false, Ordering::Release);
-                false
-            }
-        }
-    }
-
-    /// The node's cluster-health capability state (never held across an `.await`).
-    pub(crate) fn capability(&self) -> MutexGuard<'_, NodeCapability> {
-        lock(&self.capability)
-    }
-}
-
-/// A node's identity within one request's `tried` list (its address in memory; kept as
-/// an integer so request futures stay `Send`).
-pub(crate) fn node_key(n: &Arc<PoolNode>) -> usize {
-    Arc::as_ptr(n) as usize
-}
 
 /// The immutable node list plus the weighted round-robin wheel built from it.
 #[derive(Debug, Default)]
 pub(crate) struct Topology {
     pub nodes: Vec<Arc<PoolNode>>,
+    /// Each node's weight (from its core count, see [`weights`]).
+    pub(crate) weights: Vec<u32>,
     /// Indices into `nodes`, each repeated by its weight and interleaved.
     wheel: Vec<u32>,
 }
@@ -170,8 +37,13 @@ impl Topology {
             .iter()
             .map(|n| n.cores.load(Ordering::Relaxed))
             .collect();
-        let wheel = weighted_wheel(&cores);
-        Topology { nodes, wheel }
+        let weights = weights(&cores);
+        let wheel = weighted_wheel(&weights);
+        Topology {
+            nodes,
+            weights,
+            wheel,
+        }
     }
 }
 
@@ -202,8 +74,7 @@ pub(crate) fn weights(cores: &[u32]) -> Vec<u32> {
 
 /// An interleaved wheel: node i appears weight(i) times, spread out (smooth weighted
 /// round robin), so consecutive picks alternate nodes instead of bursting on one.
-fn weighted_wheel(cores: &[u32]) -> Vec<u32> {
-    let w = weights(cores);
+fn weighted_wheel(w: &[u32]) -> Vec<u32> {
     let total: i64 = w.iter().map(|&x| i64::from(x)).sum();
     let mut current = vec![0i64; w.len()];
     let mut wheel = Vec::with_capacity(total as usize);
@@ -219,6 +90,36 @@ fn weighted_wheel(cores: &[u32]) -> Vec<u32> {
         wheel.push(best as u32);
     }
     wheel
+}
+
+/// Every node is dead: the viable one due soonest, preferring one not yet tried, so a request
+/// is never refused only because every node was once marked dead.
+fn last_resort(t: &Topology, tried: &[usize]) -> Option<Arc<PoolNode>> {
+    let mut best: Option<(bool, Option<Instant>, &Arc<PoolNode>)> = None;
+    for n in t.nodes.iter() {
+        let h = n.health();
+        if !h.viable {
+            continue;
+        }
+        let untried = !tried.contains(&node_key(n));
+        let key = (untried, h.next_check);
+        let better = match &best {
+            None => true,
+            Some((bu, bd, _)) => {
+                (untried && !bu)
+                    || (untried == *bu
+                        && match (key.1, bd) {
+                            (Some(a), Some(b)) => a < *b,
+                            (None, Some(_)) => true,
+                            _ => false,
+                        })
+            }
+        };
+        if better {
+            best = Some((untried, h.next_check, n));
+        }
+    }
+    best.map(|(_, _, n)| Arc::clone(n))
 }
 
 /// A state change worth telling the world about.
@@ -242,6 +143,7 @@ pub(crate) struct Pool {
     /// Server cores configured by the user (overrides discovery); 0 = derive.
     configured_cores: u32,
     rng: Mutex<fastrand::Rng>,
+    choice: Choice,
 }
 
 impl Pool {
@@ -257,7 +159,55 @@ impl Pool {
             resurrection,
             configured_cores,
             rng: Mutex::new(fastrand::Rng::with_seed(seed)),
+            choice: Choice::new(
+                Selection::RoundRobin,
+                crate::defaults::SELECTION_DECAY,
+                seed,
+            ),
         }
+    }
+
+    /// The pool with `selection` (`decay`: the latency estimates' time constant), its random
+    /// draws seeded with `seed`. [`Pool::new`] selects by round robin.
+    pub(crate) fn with_selection(
+        mut self,
+        selection: Selection,
+        decay: Duration,
+        seed: u64,
+    ) -> Pool {
+        self.choice = Choice::new(selection, decay, seed);
+        self
+    }
+
+    /// Records an attempt on `node` that ended at `end` after `elapsed` with `kind`, for
+    /// latency-aware selection: a failure (a refused connection, a reset, a timeout, a 429,
+    /// a 5xx) counts as a slow answer, a cancelled attempt says nothing. Round robin records
+    /// nothing.
+    #[inline]
+    pub(crate) fn observe(
+        &self,
+        node: &PoolNode,
+        end: Instant,
+        elapsed: Duration,
+        kind: OutcomeKind,
+    ) {
+        if self.choice.selection != Selection::LatencyAware {
+            return;
+        }
+        let slow = match kind {
+            OutcomeKind::Success
+            | OutcomeKind::Auth
+            | OutcomeKind::ClientError
+            | OutcomeKind::TooLarge => false,
+            OutcomeKind::Cancelled => return,
+            OutcomeKind::Connect
+            | OutcomeKind::Reset
+            | OutcomeKind::Timeout
+            | OutcomeKind::Throttled
+            | OutcomeKind::Gateway
+            | OutcomeKind::ServerError => true,
+        };
+        node.latency.observe(end, elapsed, slow, self.choice.decay);
     }
 
     pub(crate) fn topology(&self) -> Arc<Topology> {
@@ -313,6 +263,16 @@ impl Pool {
     /// are still pausing after a `Retry-After`).
     pub(crate) fn select_at(&self, tried: &[usize], now: Instant) -> Option<Arc<PoolNode>> {
         let t = self.topology.load();
+        if self.choice.selection == Selection::LatencyAware {
+            let nodes = Nodes {
+                nodes: &t.nodes,
+                weights: &t.weights,
+            };
+            return match self.choice.pick(nodes, tried, now) {
+                Some(n) => Some(Arc::clone(n)),
+                None => last_resort(&t, tried),
+            };
+        }
         let len = t.wheel.len();
         if len == 0 {
             return None;
@@ -348,32 +308,7 @@ impl Pool {
         if let Some(n) = fallback.or(busy_fallback) {
             return Some(Arc::clone(n));
         }
-        // Every node is dead: the viable one due soonest, preferring one not yet tried.
-        let mut best: Option<(bool, Option<Instant>, &Arc<PoolNode>)> = None;
-        for n in t.nodes.iter() {
-            let h = n.health();
-            if !h.viable {
-                continue;
-            }
-            let untried = !tried.contains(&node_key(n));
-            let key = (untried, h.next_check);
-            let better = match &best {
-                None => true,
-                Some((bu, bd, _)) => {
-                    (untried && !bu)
-                        || (untried == *bu
-                            && match (key.1, bd) {
-                                (Some(a), Some(b)) => a < *b,
-                                (None, Some(_)) => true,
-                                _ => false,
-                            })
-                }
-            };
-            if better {
-                best = Some((untried, h.next_check, n));
-            }
-        }
-        best.map(|(_, _, n)| Arc::clone(n))
+        last_resort(&t, tried)
     }
 
     /// Whether a live node that is neither in `tried` nor pausing after a `Retry-After`
@@ -520,6 +455,11 @@ impl Pool {
                 tracing::info!(node = %node.addr, previous_status = before, "node accepts the credentials again");
             }
             _ => {}
+        }
+        if !was_alive {
+            // What the node did before it died (or before it was found) says nothing now:
+            // latency-aware selection starts it from the cluster median.
+            node.latency.clear();
         }
         if !was_alive && dead_for.is_none() && failures == 0 {
             // Never dead, never alive: a node discovery added, answering for the first time.

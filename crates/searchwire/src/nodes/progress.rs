@@ -64,6 +64,12 @@ impl Progress {
         self.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
 
+    /// Attempts in flight on the node right now.
+    #[inline]
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
     /// The node gave something back at `at` (an answer or a transport error).
     #[inline]
     pub(crate) fn progressed(&self, at: Instant) {

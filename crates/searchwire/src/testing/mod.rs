@@ -265,7 +265,8 @@ impl Connector for Scripted {
 
 /// A client over `n` scripted nodes on ports 1..=n, jitter off (constant backoff unless
 /// configured, adaptive jitter off), resurrection timers and the health refresh off unless
-/// asked.
+/// asked, and round-robin selection unless asked (so a test knows which node each attempt
+/// goes to; latency-aware selection is tested in `transport/tests/selection.rs`).
 pub(crate) fn client(
     n: u16,
     conn: &Scripted,
@@ -278,6 +279,7 @@ pub(crate) fn client(
         .resurrection_timers(false)
         .health_refresh(false)
         .read_environment(false)
+        .selection(crate::Selection::RoundRobin)
         .seed(1));
     // The real build path: every validation, the real default headers and credentials.
     b.build_with_connector(None, Arc::new(conn.clone()))

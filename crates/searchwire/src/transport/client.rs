@@ -122,7 +122,8 @@ impl Client {
             .into_iter()
             .map(|a| Arc::new(PoolNode::new(a, String::new(), true, 0)))
             .collect();
-        let pool = Pool::new(nodes, b.resurrection, b.server_cores, seed.wrapping_add(1));
+        let pool = Pool::new(nodes, b.resurrection, b.server_cores, seed.wrapping_add(1))
+            .with_selection(b.selection, b.selection_decay, seed.wrapping_add(2));
         let now = Instant::now();
         let client = Client {
             inner: Arc::new(Inner {
@@ -392,11 +393,24 @@ impl Client {
     }
 
     /// A client over `n_nodes` local nodes (ports 20000..) whose core counts, taken from
-    /// `cores` cyclically (0 = unknown), weight the round-robin wheel. Does no I/O.
+    /// `cores` cyclically (0 = unknown), weight the selection. Does no I/O.
     #[doc(hidden)]
     pub fn __bench_client(n_nodes: usize, cores: &[u32]) -> Client {
+        Client::__bench_client_with(n_nodes, cores, crate::nodes::choice::Selection::default())
+    }
+
+    /// [`__bench_client`](Self::__bench_client) with the given selection. Under latency-aware
+    /// selection every node has a latency estimate (1 ms + its index in µs), as after a
+    /// first answer from each.
+    #[doc(hidden)]
+    pub fn __bench_client_with(
+        n_nodes: usize,
+        cores: &[u32],
+        selection: crate::nodes::choice::Selection,
+    ) -> Client {
         let urls = (0..n_nodes).map(|i| format!("http://127.0.0.1:{}", 20000 + i));
         let client = match Client::builder()
+            .selection(selection)
             .nodes(urls)
             .read_environment(false)
             .resurrection_timers(false)
@@ -418,7 +432,10 @@ impl Client {
                 } else {
                     cores[i % cores.len()]
                 };
-                Arc::new(PoolNode::new(n.addr.clone(), String::new(), true, c))
+                let node = PoolNode::new(n.addr.clone(), String::new(), true, c);
+                node.latency
+                    .set(1_000_000 + 1_000 * i as u64, Instant::now());
+                Arc::new(node)
             })
             .collect();
         client

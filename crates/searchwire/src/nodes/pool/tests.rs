@@ -84,3 +84,94 @@ async fn dead_nodes_get_no_traffic_and_all_dead_picks_soonest_due() {
     assert_eq!(p.select(&[]).unwrap().addr.port(), 3);
     assert_eq!(nodes[2].health().failures, 0);
 }
+
+fn latency_pool(nodes: Vec<Arc<PoolNode>>) -> Pool {
+    pool(nodes).with_selection(Selection::LatencyAware, crate::defaults::SELECTION_DECAY, 7)
+}
+
+#[tokio::test(start_paused = true)]
+async fn attempts_feed_the_estimate_and_failures_count_as_slow() {
+    let nodes = vec![node(1, 0), node(2, 0)];
+    let p = latency_pool(nodes.clone());
+    let now = Instant::now();
+    let ms = Duration::from_millis;
+    p.observe(&nodes[0], now, ms(2), OutcomeKind::Success);
+    assert_eq!(nodes[0].latency.raw(), Some(2_000_000));
+    // A fast reset, a 503 and a 429 each count as 4× slower than the estimate.
+    p.observe(
+        &nodes[0],
+        now,
+        Duration::from_micros(50),
+        OutcomeKind::Reset,
+    );
+    assert_eq!(nodes[0].latency.raw(), Some(8_000_000));
+    p.observe(&nodes[0], now, ms(1), OutcomeKind::Gateway);
+    p.observe(&nodes[0], now, ms(1), OutcomeKind::Throttled);
+    assert_eq!(nodes[0].latency.raw(), Some(128_000_000));
+    // A 30 s attempt timeout is one more step, not 30 s.
+    p.observe(&nodes[1], now, ms(1), OutcomeKind::Success);
+    p.observe(
+        &nodes[1],
+        now,
+        Duration::from_secs(30),
+        OutcomeKind::Timeout,
+    );
+    assert_eq!(nodes[1].latency.raw(), Some(4_000_000));
+    // A cancelled attempt says nothing about the node; a 404 is an answer like any other.
+    p.observe(
+        &nodes[1],
+        now,
+        Duration::from_secs(9),
+        OutcomeKind::Cancelled,
+    );
+    assert_eq!(nodes[1].latency.raw(), Some(4_000_000));
+    p.observe(&nodes[1], now, ms(16), OutcomeKind::ClientError);
+    assert_eq!(nodes[1].latency.raw(), Some(16_000_000));
+    // The failing node now gets nothing while the other is free.
+    for _ in 0..50 {
+        assert_eq!(p.select(&[]).map(|n| n.addr.port()), Some(2));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_resurrected_node_forgets_its_estimate_and_starts_at_the_median() {
+    let nodes = vec![node(1, 0), node(2, 0), node(3, 0)];
+    let p = latency_pool(nodes.clone());
+    let now = Instant::now();
+    let ms = Duration::from_millis;
+    for (n, d) in nodes.iter().zip([ms(2), ms(4), ms(900)]) {
+        p.observe(n, now, d, OutcomeKind::Success);
+    }
+    p.mark_failed(&nodes[2], now, "refused");
+    assert_eq!(p.mark_answered(&nodes[2], None), Transition::Revived);
+    assert_eq!(nodes[2].latency.raw(), None);
+    // Its first pick gives it the median of the others (2 and 4 ms: the upper one).
+    for _ in 0..20 {
+        let _ = p.select(&[]);
+    }
+    assert_eq!(nodes[2].latency.raw(), Some(4_000_000));
+}
+
+#[test]
+fn round_robin_records_no_latency() {
+    let nodes = vec![node(1, 0)];
+    let p = pool(nodes.clone());
+    p.observe(
+        &nodes[0],
+        Instant::now(),
+        Duration::from_millis(3),
+        OutcomeKind::Success,
+    );
+    assert_eq!(nodes[0].latency.raw(), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn latency_aware_selection_falls_back_to_the_soonest_due_dead_node() {
+    let nodes = vec![node(1, 0), node(2, 0)];
+    let p = latency_pool(nodes.clone());
+    let now = Instant::now();
+    p.mark_failed(&nodes[0], now, "refused");
+    p.mark_failed(&nodes[1], now, "refused");
+    // Node 1 died with 1 live of 2 (2.5 s), node 2 with none (0.5 s): node 2 is due first.
+    assert_eq!(p.select(&[]).map(|n| n.addr.port()), Some(2));
+}

@@ -284,6 +284,7 @@ impl Underway {
             rejection,
             detail,
         } = classify::outcome(ended);
+        inner.pool.observe(node, end, elapsed, kind);
         let (raw, source): (_, Option<BoxError>) = match answer {
             Some(Ok(raw)) => (Some(raw), None),
             Some(Err(e)) => (None, Some(e.source)),

@@ -5,4 +5,5 @@ mod errors;
 mod hedge;
 mod limit;
 mod resilience;
+mod selection;
 mod sizes;
