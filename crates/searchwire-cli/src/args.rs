@@ -115,11 +115,12 @@ Output: the response body on stdout (with --json, an envelope {status,node,attem
 On failure the error goes to stderr as \"searchwire: <message>\", and the body of the final \
 HTTP response, if there was one, to stdout.
 With --repeat/--for: one JSON summary on stdout (requests, ok, failed, attempts, retries, \
-latency_ms p50/p90/p99/max, errors, wall_s, requests_per_s, cpu_s user/system/total, \
+latency_ms p50/p90/p99/max, ok_latency_ms (the same over successful requests), errors, wall_s, requests_per_s, cpu_s user/system/total, \
 requests_per_cpu_s) and, without --json, the same in words on stderr; the exit code is 0 only if every request \
 succeeded, otherwise the code of the first request to fail (in completion order).
 Exit codes: 0 success, 1 final HTTP error response, 2 usage or configuration error, \
-3 deadline exceeded, 4 no node reachable, 5 credentials rejected.";
+3 deadline exceeded, 4 no node reachable, 5 credentials rejected, 7 refused by \
+--adaptive-concurrency (not sent).";
 
 #[derive(Debug, Args)]
 #[command(group = clap::ArgGroup::new("load").args(["repeat", "for_"]).multiple(false))]
@@ -237,6 +238,19 @@ pub struct RequestArgs {
 
     #[arg(long, help = retry_budget_help())]
     pub no_retry_budget: bool,
+
+    #[arg(
+        long,
+        value_name = "DELAY|pNN",
+        num_args = 0..=1,
+        default_missing_value = "p95",
+        value_parser = parse_hedge,
+        help = hedge_help()
+    )]
+    pub hedge: Option<searchwire::HedgeDelay>,
+
+    #[arg(long, help = adaptive_concurrency_help())]
+    pub adaptive_concurrency: bool,
 
     #[arg(long, help = breaker_help())]
     pub no_circuit_breaker: bool,
@@ -445,6 +459,34 @@ fn backoff_help() -> String {
         format_duration(defaults::LINEAR_BACKOFF_CAP),
         format_duration(defaults::BACKOFF_BASE),
         format_duration(defaults::BACKOFF_CAP)
+    )
+}
+
+/// `--hedge`: a duration (`20ms`) or a percentile (`p95`).
+fn parse_hedge(s: &str) -> Result<searchwire::HedgeDelay, String> {
+    searchwire::HedgeDelay::parse(s)
+}
+
+fn hedge_help() -> String {
+    format!(
+        "Hedge reads (GET, HEAD, _search, _count, _mget, _msearch, _field_caps; never writes, \
+         scroll, point in time or async search): with no answer after DELAY (20ms) or the \
+         observed pNN of recent attempts (p99), send the read to a second node too; the first \
+         answer wins. At most {}% extra attempts, each also taken from the retry budget \
+         [default: off; --hedge alone: p{}]",
+        (defaults::HEDGE_MAX_EXTRA * 100.0).round(),
+        defaults::HEDGE_PERCENTILE
+    )
+}
+
+fn adaptive_concurrency_help() -> String {
+    format!(
+        "Limit the requests in flight to what the cluster serves without queueing, learned \
+         from latency and 429/503/timeouts (Vegas, from {} within {}..{}); a request over \
+         the limit is not sent and fails with exit code 7 [default: off]",
+        defaults::CONCURRENCY_INITIAL_LIMIT,
+        defaults::CONCURRENCY_MIN_LIMIT,
+        defaults::CONCURRENCY_MAX_LIMIT
     )
 }
 

@@ -21,6 +21,9 @@ pub const AUTH: u8 = 5;
 /// deliver` (or a relay) once the cluster is back. Distinct from 0, so a script can tell
 /// "all in the cluster" from "all safe, some still queued".
 pub const QUEUED: u8 = 6;
+/// The adaptive concurrency limit (`--adaptive-concurrency`) refused a request: it was not
+/// sent, the cluster is at its capacity. Send less, or later.
+pub const LIMITED: u8 = 7;
 
 /// The exit code of a failed request.
 pub fn for_error(kind: ErrorKind) -> u8 {
@@ -30,6 +33,7 @@ pub fn for_error(kind: ErrorKind) -> u8 {
         ErrorKind::DeadlineExceeded | ErrorKind::AttemptTimeout => DEADLINE,
         ErrorKind::NoNodeReachable | ErrorKind::ConnectionLost | ErrorKind::CircuitOpen => NO_NODE,
         ErrorKind::Auth => AUTH,
+        ErrorKind::ConcurrencyLimited => LIMITED,
         // `ErrorKind` is non-exhaustive: a kind added later is a failure, never success.
         _ => HTTP_ERROR,
     }
@@ -49,5 +53,6 @@ mod tests {
         assert_eq!(for_error(ErrorKind::AttemptTimeout), 3);
         assert_eq!(for_error(ErrorKind::NoNodeReachable), 4);
         assert_eq!(for_error(ErrorKind::Auth), 5);
+        assert_eq!(for_error(ErrorKind::ConcurrencyLimited), 7);
     }
 }

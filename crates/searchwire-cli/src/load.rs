@@ -44,6 +44,9 @@ pub struct Summary {
     pub attempts: u64,
     pub retries: u64,
     pub latency_ms: Latency,
+    /// The same percentiles over the successful requests only (what a caller that was
+    /// served waited; refused requests return at once and would hide it).
+    pub ok_latency_ms: Latency,
     pub errors: BTreeMap<&'static str, u64>,
     /// Wall time of the whole load, first start to last completion, in seconds.
     pub wall_s: f64,
@@ -109,6 +112,7 @@ impl Cpu {
 #[derive(Default)]
 struct Stats {
     latencies: Vec<Duration>,
+    ok_latencies: Vec<Duration>,
     ok: u64,
     failed: u64,
     attempts: u64,
@@ -247,7 +251,10 @@ impl Worker {
                         output::error_message(format!("request {index} failed first: {e}"));
                     }
                 }
-                _ => st.ok += 1,
+                _ => {
+                    st.ok += 1;
+                    st.ok_latencies.push(latency);
+                }
             }
         }
     }
@@ -261,8 +268,10 @@ impl Worker {
 
 fn summarize(mut st: Stats, wall: Duration, cpu: Cpu) -> (Summary, u8) {
     st.latencies.sort_unstable();
+    st.ok_latencies.sort_unstable();
     let requests = st.latencies.len() as u64;
     let pick = |p: u64| nearest_rank(&st.latencies, p).map(output::ms);
+    let ok = |p: u64| nearest_rank(&st.ok_latencies, p).map(output::ms);
     let summary = Summary {
         requests,
         ok: st.ok,
@@ -274,6 +283,12 @@ fn summarize(mut st: Stats, wall: Duration, cpu: Cpu) -> (Summary, u8) {
             p90: pick(90),
             p99: pick(99),
             max: st.latencies.last().copied().map(output::ms),
+        },
+        ok_latency_ms: Latency {
+            p50: ok(50),
+            p90: ok(90),
+            p99: ok(99),
+            max: st.ok_latencies.last().copied().map(output::ms),
         },
         errors: st.errors,
         wall_s: wall.as_secs_f64(),
@@ -394,6 +409,7 @@ mod tests {
         errors.insert("status", 1);
         let st = Stats {
             latencies: ms(&[3, 1, 2]),
+            ok_latencies: ms(&[3, 1]),
             ok: 2,
             failed: 1,
             attempts: 5,
@@ -415,6 +431,11 @@ mod tests {
                 p99: Some(3.0),
                 max: Some(3.0)
             }
+        );
+        assert_eq!(
+            s.ok_latency_ms.p50,
+            Some(1.0),
+            "over the successful requests only"
         );
         assert_eq!((s.wall_s, s.requests_per_s), (1.5, 2.0));
         assert_eq!((s.cpu_s, s.requests_per_cpu_s), (cpu, Some(1.5)));

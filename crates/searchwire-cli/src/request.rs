@@ -115,6 +115,12 @@ fn build_client(a: &RequestArgs, auth: Auth) -> Result<Client, String> {
     if a.class_backoff {
         b = b.class_backoff(searchwire::ClassBackoff::reference());
     }
+    if let Some(delay) = a.hedge {
+        b = b.hedging(searchwire::Hedging::after(delay));
+    }
+    if a.adaptive_concurrency {
+        b = b.adaptive_concurrency(searchwire::AdaptiveConcurrency::default());
+    }
     if let Some(selection) = a.selection {
         b = b.selection(selection);
     }

@@ -1658,3 +1658,41 @@ async fn idempotent_flag_lets_a_write_be_retried_after_a_gateway_error() {
     assert_eq!(json(&stdout(&out))["attempts"], 2);
     assert_eq!(c.request_count(), 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hedge_sends_a_slow_read_to_the_other_node_within_the_budget() {
+    let c = cluster(2).await;
+    c.node(0)
+        .set_default(Behavior::status(200).delayed(Duration::from_millis(300)));
+    // 20 requests pay for one hedge (5 %): of 24 requests alternating between a slow and a
+    // fast node, the first slow one after the 20th is hedged to the fast node.
+    let out = run(&[
+        "request",
+        "GET",
+        "/logs/_search",
+        "--url",
+        &urls(&c),
+        "--repeat",
+        "24",
+        "--json",
+        "--hedge",
+        "50ms",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+    let s = json(stdout(&out).lines().last().unwrap_or(""));
+    assert_eq!(s["requests"], 24);
+    assert_eq!(s["attempts"], 25, "one hedge: {s}");
+    let hits = |i: usize| {
+        c.node(i)
+            .requests()
+            .iter()
+            .filter(|r| r.path == "/logs/_search")
+            .count()
+    };
+    assert_eq!(hits(0) + hits(1), 25);
+    // A bad delay is a usage error.
+    let out = run(&["request", "GET", "/", "--url", &urls(&c), "--hedge", "p100"]).await;
+    assert_eq!(code(&out), 2, "stderr: {}", stderr(&out));
+    assert!(stderr(&out).contains("below 100"), "{}", stderr(&out));
+}

@@ -177,17 +177,29 @@ fn uuid_v7(s: &str) {
 /// The spans of one request whose first attempt was answered 503 and whose second
 /// succeeded: one request span, two attempt spans in the same trace under it.
 fn check_request_spans(r: &Receiver) -> Span {
-    let req = r.spans("searchwire.request");
+    // OpenTelemetry's database conventions: the span is named
+    // `{db.operation.name} {db.collection.name}`.
+    let req = r.spans("search logs");
     assert_eq!(req.len(), 1, "{:?}", r.spans.lock().unwrap());
     let req = req.into_iter().next().unwrap();
     uuid_v7(req.attr("retry_id"));
-    assert_eq!(req.attr("db.system"), "opensearch");
+    assert_eq!(req.attr("db.system.name"), "opensearch");
+    assert_eq!(req.attr("db.operation.name"), "search");
     assert_eq!(req.attr("db.collection.name"), "logs");
+    assert_eq!(req.attr("db.response.status_code"), "200");
+    assert_eq!(req.attr("http.request.resend_count"), "1");
+    assert_eq!(req.attr("server.address"), "127.0.0.1");
+    assert!(req.attr("server.port").parse::<u16>().is_ok());
+    assert_eq!(req.attrs.get("error.type"), None, "it succeeded");
     assert_eq!(req.attr("http.request.method"), "GET");
     assert_eq!(req.attr("url.path"), "/logs/_search");
     assert_eq!(req.attr("retries"), "1");
     assert_eq!(req.attr("http.response.status_code"), "200");
-    let mut attempts = r.spans("searchwire.attempt");
+    let mut attempts: Vec<Span> = r
+        .spans("searchwire.attempt")
+        .into_iter()
+        .filter(|a| a.attrs.get("retry_id") == req.attrs.get("retry_id"))
+        .collect();
     attempts.sort_by_key(|a| a.attr("attempt").to_string());
     assert_eq!(attempts.len(), 2, "{attempts:?}");
     for (i, a) in attempts.iter().enumerate() {
@@ -267,6 +279,9 @@ fn spans_carry_the_cluster_name_once_known() {
     let receiver = Receiver::default();
     let addr = rt.block_on(receiver.start());
     let cluster = rt.block_on(one_503_then_ok());
+    cluster
+        .node(0)
+        .on(Match::Path("/missing/_doc/1".into()), Behavior::status(404));
     // The exporter (a blocking HTTP client) is built and shut down outside the runtime.
     let (layer, provider) =
         otlp::layer::<tracing_subscriber::Registry>(&format!("http://{addr}/v1/traces")).unwrap();
@@ -284,10 +299,22 @@ fn spans_carry_the_cluster_name_once_known() {
                 .send(searchwire::Request::get("/logs/_search"))
                 .await
                 .unwrap();
+            let e = client
+                .send(searchwire::Request::get("/missing/_doc/1"))
+                .await
+                .unwrap_err();
+            assert_eq!(e.status().map(|s| s.as_u16()), Some(404));
         })
     });
     provider.shutdown().unwrap();
     let req = check_request_spans(&receiver);
     assert_eq!(req.attr("db.namespace"), CLUSTER_NAME);
+    // A failed request: its error class, the status as the database reported it.
+    let failed = receiver.spans("get missing");
+    assert_eq!(failed.len(), 1, "{:?}", receiver.spans.lock().unwrap());
+    assert_eq!(failed[0].attr("db.operation.name"), "get");
+    assert_eq!(failed[0].attr("error.type"), "status");
+    assert_eq!(failed[0].attr("db.response.status_code"), "404");
+    assert_eq!(failed[0].attr("db.namespace"), CLUSTER_NAME);
     drop(rt);
 }

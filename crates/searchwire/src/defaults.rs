@@ -232,6 +232,34 @@ pub const RESURRECT_JITTER_SCALE: f64 = 0.5;
 /// reckless for small nodes nor timid for large ones.
 pub const SERVER_CORES: u32 = 8;
 
+/// The hedge delay when hedging is on: the observed p95 of recent attempts. Hedging after
+/// the p95 sends at most ~5 % of reads twice on a steady cluster, and exactly the slow
+/// ones ("The Tail at Scale" hedged after the p95 as well).
+pub const HEDGE_PERCENTILE: f64 = 95.0;
+
+/// Hedges allowed per read sent: 0.05 (at most 5 % extra attempts, over the retry budget's
+/// window). A stalled node is a few percent of traffic; more hedges than that would be
+/// load the cluster pays for a cluster-wide slowdown hedging cannot fix.
+pub const HEDGE_MAX_EXTRA: f64 = 0.05;
+
+/// The adaptive concurrency limit before anything was learned: 20 requests in flight
+/// (Netflix concurrency-limits' default). Low enough not to flood a small cluster before
+/// the first latencies arrive; Vegas grows it by 6 × log10(limit) per uncongested sample.
+pub const CONCURRENCY_INITIAL_LIMIT: u32 = 20;
+
+/// The adaptive concurrency limit's floor: 1. Even a cluster refusing everything gets one
+/// request at a time, so the client sees it recover.
+pub const CONCURRENCY_MIN_LIMIT: u32 = 1;
+
+/// The adaptive concurrency limit's ceiling: 1,000 requests in flight. Far above what one
+/// client should have outstanding; a bound on what a run of fast samples can grow it to.
+pub const CONCURRENCY_MAX_LIMIT: u32 = 1000;
+
+/// How long a request over the limit waits for a slot: 0, it fails at once. Shedding at
+/// once keeps the admitted requests' latency (the point of the limit); a caller who would
+/// rather queue sets a wait, which its deadline still bounds.
+pub const CONCURRENCY_MAX_WAIT: Duration = Duration::ZERO;
+
 /// Shortest periodic cluster-health refresh interval: 5 s. Small clusters would otherwise
 /// poll every second or two for no routing benefit.
 pub const MIN_HEALTH_REFRESH: Duration = Duration::from_secs(5);
@@ -437,6 +465,21 @@ pub fn table() -> Vec<DefaultEntry> {
             setting: "server_cores",
             value: SERVER_CORES.to_string(),
             why: "capacity model when discovery has not reported allocated_processors",
+        },
+        DefaultEntry {
+            setting: "hedging",
+            value: format!(
+                "off (when on: after the observed p{HEDGE_PERCENTILE} of recent attempts, at most {}% extra attempts)",
+                (HEDGE_MAX_EXTRA * 100.0).round()
+            ),
+            why: "a second copy of a read is load; opt in, for reads only. A hedge also takes one retry from the retry budget, and none is sent while the breaker is not closed",
+        },
+        DefaultEntry {
+            setting: "adaptive_concurrency",
+            value: format!(
+                "off (when on: Vegas from {CONCURRENCY_INITIAL_LIMIT} in flight, within {CONCURRENCY_MIN_LIMIT}..{CONCURRENCY_MAX_LIMIT}; over the limit fail at once)"
+            ),
+            why: "a limit on requests in flight keeps goodput when the cluster is past capacity; opt in, since a single caller never needs it. Failing at once (ConcurrencyLimited) keeps the admitted requests' latency; max_wait lets a request queue, within its deadline",
         },
         DefaultEntry {
             setting: "selection / selection_decay",

@@ -87,13 +87,15 @@ pub use message::response::Response;
 pub use nodes::capability::Capability;
 pub use nodes::choice::Selection;
 pub use observe::{
-    AttemptEvent, BreakerEvent, DenyReason, HealthCheckEvent, NodeEvent, Observer, RequestEvent,
-    RetryDeniedEvent, RetryEvent,
+    AttemptEvent, BreakerEvent, DenyReason, HealthCheckEvent, HedgeEvent, HedgeResult, LimitEvent,
+    NodeEvent, Observer, RequestEvent, RetryDeniedEvent, RetryEvent,
 };
 pub use policy::backoff::{Backoff, Jitter};
 pub use policy::breaker::{BreakerConfig, BreakerState};
 pub use policy::budget::RetryBudget;
 pub use policy::class_backoff::{ClassBackoff, ClassRule};
+pub use policy::hedge::{HedgeDelay, Hedging};
+pub use policy::limit::AdaptiveConcurrency;
 pub use policy::load::AdaptiveJitter;
 pub use policy::schedule::{Capacity, ResurrectionConfig};
 pub use transport::client::{Client, NodeSnapshot};

@@ -37,6 +37,9 @@ pub(crate) struct Inner {
     pub(crate) observer: Arc<dyn Observer>,
     /// The cluster's name once a health answer told it (spans and retry logs carry it).
     pub(crate) cluster_name: crate::observe::context::ClusterName,
+    /// `opensearch` or `elasticsearch`, from the last `GET /` answer (the spans'
+    /// `db.system.name`).
+    pub(crate) system_name: crate::observe::semconv::SystemName,
     pub(crate) resurrection_timers: bool,
     pub(crate) health_timeout: Duration,
     /// When Unavailable nodes are probed for cluster health again.
@@ -64,6 +67,12 @@ pub(crate) struct Inner {
     pub(crate) gateway_eject: u32,
     /// What a node's death sets off (see [`DeathHooks`]).
     pub(crate) on_death: DeathHooks,
+    /// The client's hedging setting (none: only requests that ask for it are hedged).
+    pub(crate) hedging: Option<crate::policy::hedge::Hedging>,
+    /// The hedge budget and the recent latencies the percentile delay reads.
+    pub(crate) hedge: crate::policy::hedge::HedgeState,
+    /// The adaptive concurrency limit (none: switched off).
+    pub(crate) limit: Option<crate::policy::limit::Limiter>,
 }
 
 /// What a node's death sets off, wherever it is detected (a user request, `check_all`, a

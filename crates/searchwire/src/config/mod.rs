@@ -2,6 +2,7 @@
 //! [`ClientBuilder::build`], never a surprise at the first request. The setters are here;
 //! the checks `build` runs are in `validate`.
 
+mod read_path;
 mod selection;
 mod validate;
 
@@ -84,6 +85,8 @@ pub struct ClientBuilder {
     pub(crate) breaker: Option<BreakerConfig>,
     pub(crate) gateway_eject: u32,
     pub(crate) metrics: bool,
+    pub(crate) hedging: Option<crate::policy::hedge::Hedging>,
+    pub(crate) adaptive_concurrency: Option<crate::policy::limit::AdaptiveConcurrency>,
     #[cfg(feature = "aws-sigv4")]
     pub(crate) aws_sigv4: Option<crate::http::sigv4::AwsSigV4>,
     pub(crate) selection: crate::nodes::choice::Selection,
@@ -124,6 +127,8 @@ impl Default for ClientBuilder {
             breaker: Some(BreakerConfig::default()),
             gateway_eject: defaults::NODE_GATEWAY_FAILURES_TO_EJECT,
             metrics: true,
+            hedging: None,
+            adaptive_concurrency: None,
             #[cfg(feature = "aws-sigv4")]
             aws_sigv4: None,
             selection: crate::nodes::choice::Selection::default(),
@@ -159,6 +164,8 @@ impl fmt::Debug for ClientBuilder {
             .field("adaptive_jitter", &self.adaptive_jitter)
             .field("circuit_breaker", &self.breaker)
             .field("gateway_eject", &self.gateway_eject)
+            .field("hedging", &self.hedging)
+            .field("adaptive_concurrency", &self.adaptive_concurrency)
             .field("aws_sigv4", &self.aws_sigv4_shown())
             .finish_non_exhaustive()
     }

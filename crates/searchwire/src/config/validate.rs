@@ -116,6 +116,12 @@ impl ClientBuilder {
         if let Some(b) = &self.breaker {
             b.validate().map_err(Error::config)?;
         }
+        if let Some(h) = &self.hedging {
+            h.validate().map_err(Error::config)?;
+        }
+        if let Some(l) = &self.adaptive_concurrency {
+            l.validate().map_err(Error::config)?;
+        }
         self.class_backoff.validate().map_err(Error::config)?;
         self.adaptive_jitter.validate().map_err(Error::config)?;
         self.resurrection

@@ -167,6 +167,7 @@ pub(crate) async fn check_root(inner: &Inner, node: &PoolNode) -> CheckResult {
         Ok(a) if a.status == 200 => match parse_root(&a.body) {
             Ok(info) => {
                 inner.cluster_name.learn(&info.cluster_name);
+                inner.system_name.learn(&info.distribution);
                 node.capability().info = Some(info);
                 CheckResult::Healthy
             }

@@ -64,6 +64,10 @@ pub enum ErrorKind {
     /// A response arrived but its body is not what the caller asked to decode it as
     /// ([`Response::json`](crate::Response::json)).
     Decode,
+    /// The client's adaptive concurrency limit was reached and no slot freed within the
+    /// wait allowed: nothing was sent. The cluster is (or recently was) past its capacity;
+    /// retry later or send less.
+    ConcurrencyLimited,
 }
 
 impl ErrorKind {
@@ -82,6 +86,7 @@ impl ErrorKind {
             ErrorKind::ResponseTooLarge => "response_too_large",
             ErrorKind::ConnectionLost => "connection_lost",
             ErrorKind::Decode => "decode",
+            ErrorKind::ConcurrencyLimited => "concurrency_limited",
         }
     }
 }
@@ -188,7 +193,8 @@ impl Error {
             | ErrorKind::ConnectionLost
             | ErrorKind::DeadlineExceeded
             | ErrorKind::AttemptTimeout
-            | ErrorKind::CircuitOpen => true,
+            | ErrorKind::CircuitOpen
+            | ErrorKind::ConcurrencyLimited => true,
             ErrorKind::Status => matches!(
                 self.inner.last_outcome,
                 Some(OutcomeKind::Gateway | OutcomeKind::ServerError)

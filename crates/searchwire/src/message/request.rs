@@ -33,6 +33,8 @@ pub struct Request {
     pub(crate) max_retries: Option<u32>,
     pub(crate) error: Option<String>,
     pub(crate) client_credentials: bool,
+    /// The request's own hedging choice (`None`: the client's setting).
+    pub(crate) hedge: Option<crate::policy::hedge::HedgeChoice>,
 }
 
 /// Marks an HTTP request sent without the client's credentials: the signing connector
@@ -57,6 +59,7 @@ impl std::fmt::Debug for Request {
             .field("idempotent", &self.idempotent)
             .field("max_retries", &self.max_retries)
             .field("client_credentials", &self.client_credentials)
+            .field("hedge", &self.hedge)
             .finish()
     }
 }
@@ -110,6 +113,7 @@ impl Request {
             max_retries: None,
             error: None,
             client_credentials: true,
+            hedge: None,
         }
     }
 
@@ -249,6 +253,26 @@ impl Request {
     /// retries itself, as the bulk indexer does, so a batch is not retried by two layers.
     pub fn max_retries(mut self, n: u32) -> Request {
         self.max_retries = Some(n);
+        self
+    }
+
+    /// Hedges this request after `delay` (see [`Hedging`](crate::Hedging)): when it is an
+    /// idempotent read (`GET`, `HEAD`, `_search`, `_count`, `_mget`, `_msearch`,
+    /// `_field_caps`; never a write, scroll, point-in-time creation or async search) and no
+    /// answer came within `delay`, a second attempt goes to another node and the first
+    /// answer wins. The client's hedge budget and breaker still apply. A request that may
+    /// not be hedged is sent as usual.
+    pub fn hedge(mut self, delay: crate::HedgeDelay) -> Request {
+        if let Err(e) = delay.validate() {
+            self.error.get_or_insert(e);
+        }
+        self.hedge = Some(crate::policy::hedge::HedgeChoice::On(delay));
+        self
+    }
+
+    /// Never hedges this request, whatever the client's [`hedging`](crate::ClientBuilder::hedging).
+    pub fn no_hedge(mut self) -> Request {
+        self.hedge = Some(crate::policy::hedge::HedgeChoice::Off);
         self
     }
 

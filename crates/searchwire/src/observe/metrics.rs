@@ -13,8 +13,8 @@ use http::Method;
 use metrics::{Key, Label, Metadata};
 
 use crate::observe::{
-    AttemptEvent, BreakerEvent, DenyReason, HealthCheckEvent, NodeEvent, Observer, RequestEvent,
-    RetryDeniedEvent, RetryEvent,
+    AttemptEvent, BreakerEvent, DenyReason, HealthCheckEvent, HedgeEvent, LimitEvent, NodeEvent,
+    Observer, RequestEvent, RetryDeniedEvent, RetryEvent,
 };
 use crate::policy::breaker::BreakerState;
 
@@ -45,8 +45,20 @@ pub const RESURRECTIONS: &str = "searchwire_resurrections_total";
 /// `searchwire_health_checks_total{kind,result}` — background health checks.
 pub const HEALTH_CHECKS: &str = "searchwire_health_checks_total";
 
+/// `searchwire_hedges_total{result}` — hedged reads: sent, won, lost, or not sent and why.
+pub const HEDGES: &str = "searchwire_hedges_total";
+
+/// `searchwire_concurrency_limit` — the adaptive concurrency limit (requests in flight).
+pub const CONCURRENCY_LIMIT: &str = "searchwire_concurrency_limit";
+/// `searchwire_concurrency_rejections_total` — requests refused by the adaptive limit.
+pub const CONCURRENCY_REJECTIONS: &str = "searchwire_concurrency_rejections_total";
+
+/// `db.client.operation.duration{db.system.name,db.operation.name,error.type}` —
+/// OpenTelemetry's database client histogram: logical request duration in seconds.
+pub const DB_OPERATION_DURATION: &str = "db.client.operation.duration";
+
 /// Every metric name, in the order of `docs/metrics.md`.
-pub const NAMES: [&str; 12] = [
+pub const NAMES: [&str; 16] = [
     REQUESTS,
     REQUEST_DURATION,
     ATTEMPTS,
@@ -59,6 +71,10 @@ pub const NAMES: [&str; 12] = [
     NODE_EJECTIONS,
     RESURRECTIONS,
     HEALTH_CHECKS,
+    HEDGES,
+    CONCURRENCY_LIMIT,
+    CONCURRENCY_REJECTIONS,
+    DB_OPERATION_DURATION,
 ];
 
 /// The observer that records searchwire's metrics through the `metrics` facade.
@@ -121,6 +137,23 @@ fn describe() {
         "1 while the node receives traffic, 0 while it is dead."
     );
     describe_counter!(NODE_EJECTIONS, "Nodes marked dead.");
+    describe_gauge!(
+        CONCURRENCY_LIMIT,
+        "The adaptive concurrency limit: requests this client may have in flight."
+    );
+    describe_counter!(
+        CONCURRENCY_REJECTIONS,
+        "Requests refused (not sent) by the adaptive concurrency limit."
+    );
+    describe_histogram!(
+        DB_OPERATION_DURATION,
+        Unit::Seconds,
+        "Duration of database client operations (OpenTelemetry's database conventions)."
+    );
+    describe_counter!(
+        HEDGES,
+        "Hedged reads: sent, won, lost, or not sent (budget, breaker, no other node)."
+    );
     describe_counter!(RESURRECTIONS, "Dead nodes that came back.");
     describe_counter!(
         HEALTH_CHECKS,
@@ -254,6 +287,22 @@ impl Observer for MetricsObserver {
         if e.error == Some(crate::ErrorKind::CircuitOpen) {
             metrics::counter!(BREAKER_REJECTIONS, "scope" => "cluster").increment(1);
         }
+        let op = crate::observe::semconv::operation_name(e.method, e.path);
+        match e.error {
+            None => metrics::histogram!(
+                DB_OPERATION_DURATION,
+                "db.system.name" => e.system,
+                "db.operation.name" => op
+            )
+            .record(e.elapsed.as_secs_f64()),
+            Some(k) => metrics::histogram!(
+                DB_OPERATION_DURATION,
+                "db.system.name" => e.system,
+                "db.operation.name" => op,
+                "error.type" => k.as_str()
+            )
+            .record(e.elapsed.as_secs_f64()),
+        }
     }
 
     fn node_transition(&self, e: &NodeEvent<'_>) {
@@ -302,6 +351,18 @@ impl Observer for MetricsObserver {
             "result" => e.result.to_string()
         )
         .increment(1);
+    }
+
+    fn hedge(&self, e: &HedgeEvent<'_>) {
+        metrics::counter!(HEDGES, "result" => e.result.as_str()).increment(1);
+    }
+
+    fn concurrency_limit(&self, e: &LimitEvent) {
+        if e.rejected {
+            metrics::counter!(CONCURRENCY_REJECTIONS).increment(1);
+        } else {
+            metrics::gauge!(CONCURRENCY_LIMIT).set(f64::from(e.limit));
+        }
     }
 }
 
@@ -382,6 +443,8 @@ mod tests {
                     attempts: 1,
                     elapsed,
                     error: *error,
+                    path: "/",
+                    system: "opensearch",
                 });
             });
             metrics::with_local_recorder(&by_macro, || {
@@ -396,6 +459,21 @@ mod tests {
                 )
                 .increment(1);
                 metrics::histogram!(REQUEST_DURATION, "method" => m).record(elapsed.as_secs_f64());
+                match error {
+                    None => metrics::histogram!(
+                        DB_OPERATION_DURATION,
+                        "db.system.name" => "opensearch",
+                        "db.operation.name" => "info"
+                    )
+                    .record(elapsed.as_secs_f64()),
+                    Some(k) => metrics::histogram!(
+                        DB_OPERATION_DURATION,
+                        "db.system.name" => "opensearch",
+                        "db.operation.name" => "info",
+                        "error.type" => k.as_str()
+                    )
+                    .record(elapsed.as_secs_f64()),
+                }
             });
         }
         let rendered = cached_out.render();

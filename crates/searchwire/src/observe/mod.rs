@@ -58,6 +58,10 @@ pub struct RequestEvent<'a> {
     pub elapsed: Duration,
     /// The error kind, when the request failed.
     pub error: Option<ErrorKind>,
+    /// The request's path, as given (the `db.operation.name` is read from it).
+    pub path: &'a str,
+    /// `opensearch` or `elasticsearch` (`db.system.name`), as the last health check said.
+    pub system: &'static str,
 }
 
 /// A node changed state.
@@ -124,6 +128,62 @@ pub struct RetryDeniedEvent<'a> {
     pub reason: DenyReason,
 }
 
+/// What became of a hedge (see [`Hedging`](crate::Hedging)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum HedgeResult {
+    /// The hedge was sent (a second attempt to another node).
+    Sent,
+    /// The hedge answered first; the first attempt was cancelled.
+    Won,
+    /// The first attempt answered first; the hedge was cancelled.
+    Lost,
+    /// Not sent: the hedge budget or the retry budget is spent.
+    DeniedBudget,
+    /// Not sent: the cluster breaker is not closed.
+    DeniedBreaker,
+    /// Not sent: no other node could take it.
+    NoNode,
+}
+
+impl HedgeResult {
+    /// `sent`, `won`, `lost`, `denied_budget`, `denied_breaker` or `no_node`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HedgeResult::Sent => "sent",
+            HedgeResult::Won => "won",
+            HedgeResult::Lost => "lost",
+            HedgeResult::DeniedBudget => "denied_budget",
+            HedgeResult::DeniedBreaker => "denied_breaker",
+            HedgeResult::NoNode => "no_node",
+        }
+    }
+}
+
+/// A hedge was sent, denied, or its race ended.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct HedgeEvent<'a> {
+    /// The request's method.
+    pub method: &'a Method,
+    /// What happened.
+    pub result: HedgeResult,
+    /// The hedge delay that had passed.
+    pub delay: Duration,
+}
+
+/// The adaptive concurrency limit changed, or refused a request.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct LimitEvent {
+    /// The limit now (requests in flight).
+    pub limit: u32,
+    /// Requests in flight now.
+    pub in_flight: u32,
+    /// Whether a request was refused (else the limit changed).
+    pub rejected: bool,
+}
+
 /// A circuit breaker changed state.
 #[derive(Debug)]
 #[non_exhaustive]
@@ -181,6 +241,10 @@ pub trait Observer: Send + Sync + 'static {
     fn breaker_transition(&self, _event: &BreakerEvent<'_>) {}
     /// A background health check finished.
     fn health_check(&self, _event: &HealthCheckEvent<'_>) {}
+    /// A hedge was sent or denied, or its race ended.
+    fn hedge(&self, _event: &HedgeEvent<'_>) {}
+    /// The adaptive concurrency limit changed or refused a request.
+    fn concurrency_limit(&self, _event: &LimitEvent) {}
 }
 
 /// The observer that ignores everything.
@@ -214,6 +278,12 @@ impl Observer for Fanout {
     fn health_check(&self, e: &HealthCheckEvent<'_>) {
         self.0.iter().for_each(|o| o.health_check(e));
     }
+    fn hedge(&self, e: &HedgeEvent<'_>) {
+        self.0.iter().for_each(|o| o.hedge(e));
+    }
+    fn concurrency_limit(&self, e: &LimitEvent) {
+        self.0.iter().for_each(|o| o.concurrency_limit(e));
+    }
 }
 
 /// The client's observer: the built-in metrics (when the feature is on and not switched
@@ -239,3 +309,4 @@ pub(crate) fn assemble(user: Option<Arc<dyn Observer>>, metrics: bool) -> Arc<dy
 pub(crate) mod context;
 #[cfg(feature = "metrics")]
 pub mod metrics;
+pub(crate) mod semconv;

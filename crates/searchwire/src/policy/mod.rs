@@ -6,6 +6,8 @@ pub mod backoff;
 pub mod breaker;
 pub mod budget;
 pub mod class_backoff;
+pub mod hedge;
+pub mod limit;
 pub mod load;
 pub(crate) mod plan;
 pub mod retry;

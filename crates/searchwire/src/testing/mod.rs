@@ -67,8 +67,12 @@ struct Script {
     /// Per (port, path): queued steps and persistent rules, consulted first.
     path_queues: HashMap<(u16, String), VecDeque<Step>>,
     path_rules: HashMap<(u16, String), Step>,
+    /// One-shot steps for the next sends, whichever node they go to (after the path's).
+    any: VecDeque<Step>,
     sent: Vec<Sent>,
     resets: Vec<u16>,
+    /// (port, when) of every exchange dropped before it ended (a cancelled attempt).
+    dropped: Vec<(u16, Instant)>,
 }
 
 #[derive(Clone, Default)]
@@ -107,6 +111,11 @@ impl Scripted {
             .or_default()
             .push_back(s);
     }
+    /// Queues a one-shot step for the next send to any node (consulted after the path's
+    /// queue and rule, before the node's).
+    pub(crate) fn push_any(&self, s: Step) {
+        self.0.lock().unwrap().any.push_back(s);
+    }
     /// (port, method, path and query, time) of every send.
     pub(crate) fn log(&self) -> Vec<(u16, String, String, Instant)> {
         self.sent()
@@ -132,6 +141,33 @@ impl Scripted {
     pub(crate) fn resets(&self) -> Vec<u16> {
         self.0.lock().unwrap().resets.clone()
     }
+    /// (port, when) of every exchange the client dropped before it ended.
+    pub(crate) fn dropped(&self) -> Vec<(u16, Instant)> {
+        self.0.lock().unwrap().dropped.clone()
+    }
+}
+
+/// Records its exchange as dropped unless disarmed (the exchange ended).
+struct DropWatch {
+    script: Arc<Mutex<Script>>,
+    port: u16,
+    armed: bool,
+}
+
+impl DropWatch {
+    fn disarm(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for DropWatch {
+    fn drop(&mut self) {
+        if self.armed {
+            if let Ok(mut s) = self.script.lock() {
+                s.dropped.push((self.port, Instant::now()));
+            }
+        }
+    }
 }
 
 fn respond(status: u16, headers: HeaderMap, body: impl Into<Bytes>) -> SendFuture {
@@ -143,8 +179,16 @@ fn respond(status: u16, headers: HeaderMap, body: impl Into<Bytes>) -> SendFutur
     Box::pin(async move { Ok(raw) })
 }
 
-fn run(step: Step) -> SendFuture {
+fn run(step: Step, watch: DropWatch) -> SendFuture {
     Box::pin(async move {
+        let out = run_step(step).await;
+        watch.disarm();
+        out
+    })
+}
+
+async fn run_step(step: Step) -> Result<RawResponse, SendError> {
+    {
         let mut step = step;
         loop {
             let fut = match step {
@@ -178,7 +222,7 @@ fn run(step: Step) -> SendFuture {
             };
             return fut.await;
         }
-    })
+    }
 }
 
 impl Connector for Scripted {
@@ -202,11 +246,17 @@ impl Connector for Scripted {
             .get_mut(&key)
             .and_then(|q| q.pop_front())
             .or_else(|| s.path_rules.get(&key).cloned())
+            .or_else(|| s.any.pop_front())
             .or_else(|| s.queues.get_mut(&port).and_then(|q| q.pop_front()))
             .or_else(|| s.defaults.get(&port).cloned())
             .unwrap_or(Step::Status(200));
         drop(s);
-        run(step)
+        let watch = DropWatch {
+            script: self.0.clone(),
+            port,
+            armed: true,
+        };
+        run(step, watch)
     }
     fn reset(&self, node: &NodeAddr) {
         self.0.lock().unwrap().resets.push(node.port());
@@ -407,6 +457,7 @@ pub(crate) struct Recorder {
     pub(crate) denied: Mutex<Vec<(OutcomeKind, crate::observe::DenyReason)>>,
     pub(crate) nodes: Mutex<Vec<(String, bool, String)>>,
     pub(crate) health: Mutex<Vec<(String, String, String)>>,
+    pub(crate) hedges: Mutex<Vec<crate::HedgeResult>>,
 }
 
 impl crate::Observer for Recorder {
@@ -428,6 +479,9 @@ impl crate::Observer for Recorder {
             e.kind.to_string(),
             e.result.to_string(),
         ));
+    }
+    fn hedge(&self, e: &crate::observe::HedgeEvent<'_>) {
+        self.hedges.lock().unwrap().push(e.result);
     }
     fn node_transition(&self, e: &crate::observe::NodeEvent<'_>) {
         self.nodes

@@ -137,6 +137,7 @@ impl Client {
                 rng: Mutex::new(fastrand::Rng::with_seed(seed)),
                 observer: crate::observe::assemble(b.observer, b.metrics),
                 cluster_name: Default::default(),
+                system_name: Default::default(),
                 resurrection_timers: b.resurrection_timers,
                 health_timeout: b.health_timeout,
                 reprobe: b.reprobe,
@@ -155,6 +156,15 @@ impl Client {
                     start_timer: crate::resurrection::ensure_timer,
                     rediscover: crate::discovery::node_died,
                 },
+                hedge: crate::policy::hedge::HedgeState::new(
+                    b.hedging
+                        .map_or(crate::defaults::HEDGE_MAX_EXTRA, |h| h.max_extra),
+                    now,
+                ),
+                hedging: b.hedging,
+                limit: b
+                    .adaptive_concurrency
+                    .map(crate::policy::limit::Limiter::new),
             }),
         };
         // Outside a runtime these are no-ops; the first request starts them then.
@@ -176,35 +186,52 @@ impl Client {
         // Made when a span or log first shows it: no clock reading or UUID per request
         // when nothing is listening.
         let id = RequestId::new(self.inner.wall_clock);
+        // OpenTelemetry's database conventions (`observe/semconv.rs`): the exported span is
+        // named `{db.operation.name} {db.collection.name}` through `otel.name`.
         let span = tracing::info_span!(
             "searchwire.request",
+            otel.name = tracing::field::Empty,
             otel.kind = "client",
             otel.status_code = tracing::field::Empty,
-            db.system = "opensearch",
+            db.system.name = tracing::field::Empty,
+            db.operation.name = tracing::field::Empty,
             server.address = tracing::field::Empty,
             server.port = tracing::field::Empty,
             http.request.method = %request.method,
             url.path = %request.path,
-            db.collection.name = request.index().unwrap_or(""),
+            db.collection.name = tracing::field::Empty,
             retry_id = %id,
             db.namespace = tracing::field::Empty,
             retries = tracing::field::Empty,
+            http.request.resend_count = tracing::field::Empty,
             http.response.status_code = tracing::field::Empty,
+            db.response.status_code = tracing::field::Empty,
             error.type = tracing::field::Empty,
         );
         if !span.is_disabled() {
-            if let Some(cluster) = self.inner.cluster_name.get() {
-                span.record("db.namespace", cluster.as_str());
-            }
+            record_semconv(&span, &self.inner, &request);
         }
         let started = Instant::now();
         let execute = || crate::transport::run::execute(&self.inner, &request, &id, started);
         // Entering a span nobody listens to is skipped (the common case has no subscriber).
         // The future is made where it is awaited, so it is not moved once more.
-        let result = if span.is_disabled() {
-            execute().await
-        } else {
-            execute().instrument(span.clone()).await
+        let result = match &self.inner.limit {
+            None if span.is_disabled() => execute().await,
+            None => execute().instrument(span.clone()).await,
+            // Under the adaptive concurrency limit: a slot first (`limited.rs`).
+            Some(limiter) => {
+                Box::pin(
+                    crate::transport::limited::send(
+                        &self.inner,
+                        limiter,
+                        &request,
+                        started,
+                        execute,
+                    )
+                    .instrument(span.clone()),
+                )
+                .await
+            }
         };
         let (status, attempts, error) = match &result {
             Ok(r) => (Some(r.status()), r.attempts(), None),
@@ -219,8 +246,14 @@ impl Client {
         };
         let attempts = attempts.len();
         span.record("retries", attempts.saturating_sub(1));
+        if attempts > 1 {
+            span.record("http.request.resend_count", attempts - 1);
+        }
         if let Some(s) = status {
             span.record("http.response.status_code", s.as_u16());
+            if !span.is_disabled() {
+                span.record("db.response.status_code", s.as_str());
+            }
         }
         if let Some(k) = error {
             span.record("error.type", k.as_str());
@@ -232,6 +265,8 @@ impl Client {
             attempts: attempts as u32,
             elapsed,
             error,
+            path: &request.path,
+            system: self.inner.system_name.get(),
         });
         result
     }
@@ -323,6 +358,24 @@ impl Client {
     /// Convenience: `GET path`.
     pub async fn get(&self, path: &str) -> Result<Response, Error> {
         self.send(Request::new(Method::GET, path)).await
+    }
+}
+
+/// Records the request span's database attributes known before the first attempt: the
+/// system, the operation, the index, the cluster, and the span's name.
+#[cold]
+fn record_semconv(span: &tracing::Span, inner: &Inner, request: &Request) {
+    use crate::observe::semconv;
+    let op = semconv::operation_name(&request.method, request.sent_path());
+    let index = request.index();
+    span.record("otel.name", semconv::span_name(op, index).as_str());
+    span.record("db.system.name", inner.system_name.get());
+    span.record("db.operation.name", op);
+    if let Some(i) = index {
+        span.record("db.collection.name", i);
+    }
+    if let Some(cluster) = inner.cluster_name.get() {
+        span.record("db.namespace", cluster.as_str());
     }
 }
 

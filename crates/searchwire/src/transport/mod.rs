@@ -3,6 +3,7 @@
 mod build;
 pub(crate) mod client;
 mod failure;
+mod limited;
 mod run;
 #[cfg(test)]
 mod tests;

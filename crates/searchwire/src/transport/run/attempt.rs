@@ -199,6 +199,42 @@ pub(super) fn begin<'a>(
 }
 
 impl Underway {
+    /// Ends an attempt that lost a hedge race: its exchange was dropped (its connection is
+    /// closed, so the node cancels the task). Reports it as cancelled (span, observer) and
+    /// returns its record; its node is not judged.
+    pub(super) fn abandon(
+        self,
+        inner: &Inner,
+        request: &Request,
+        node: &PoolNode,
+        winner: u32,
+    ) -> crate::message::error::Attempt {
+        let elapsed = Instant::now().saturating_duration_since(self.attempt_start);
+        let kind = OutcomeKind::Cancelled;
+        self.span.record("outcome", kind.as_str());
+        self.span.record("elapsed_ms", elapsed.as_millis() as u64);
+        inner.observer.attempt_finished(&AttemptEvent {
+            method: &request.method,
+            path: &request.path,
+            node: node.addr.as_str(),
+            attempt: self.number,
+            outcome: kind,
+            status: None,
+            elapsed,
+        });
+        crate::message::error::Attempt {
+            number: self.number,
+            node: node.addr.shared(),
+            outcome: kind,
+            status: None,
+            elapsed,
+            backoff: Duration::ZERO,
+            detail: Some(format!(
+                "cancelled: hedged, and attempt {winner} answered first"
+            )),
+        }
+    }
+
     /// Ends the attempt with `answer` (`None`: the timer fired): classifies it, reports it
     /// (span, log, observer) and returns the result, how long the attempt took and when
     /// it ended.

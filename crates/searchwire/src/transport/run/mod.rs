@@ -7,6 +7,7 @@
 //! (settling a failed attempt, the retry decision, backoff).
 
 mod attempt;
+mod hedge;
 mod request_id;
 mod retry;
 mod timer;
@@ -36,6 +37,7 @@ use crate::transport::failure::circuit_open_error;
 pub(in crate::transport) use attempt::AttemptResult;
 use attempt::{run_attempt, Started};
 pub(in crate::transport) use request_id::RequestId;
+use retry::Prior;
 
 /// The request's deadline: its own (an instant, or its timeout from `start`), else the
 /// client's default timeout from `start`, else none.
@@ -131,6 +133,13 @@ pub(super) async fn execute(
         attempt_timeout: request.attempt_timeout.or(inner.attempt_timeout),
         query: encode_query(&request.query),
     };
+    // A hedged read runs its own first attempts (see `hedge.rs`); with hedging off this is
+    // two tests of `None`.
+    if request.hedge.is_some() || inner.hedging.is_some() {
+        if let Some(delay) = hedge::wanted(inner, request) {
+            return Box::pin(run.hedged(delay)).await;
+        }
+    }
     // The first attempt's clock reading is the request's start (nothing awaited since).
     let probe = run.admit(start)?;
     if let Some(budget) = &inner.budget {
@@ -188,7 +197,7 @@ pub(super) async fn execute(
             });
         }
     }
-    Box::pin(run.settle_and_retry(node, probe, result, elapsed, ended)).await
+    Box::pin(run.settle_and_retry(node, probe, result, elapsed, ended, Prior::first())).await
 }
 
 /// The shortest time before the deadline in which an attempt may still start: the

@@ -34,6 +34,7 @@ impl<'a> Run<'a> {
     /// The rest of the attempt loop, from a finished attempt that was not a plain
     /// success: settles it (a timed-out attempt's liveness check, the booking), then
     /// retries while the policies allow, until a response or the final error.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn settle_and_retry(
         self,
         mut node: Arc<PoolNode>,
@@ -41,22 +42,26 @@ impl<'a> Run<'a> {
         mut result: AttemptResult,
         mut elapsed: Duration,
         mut ended: Instant,
+        prior: Prior,
     ) -> Result<Response, Error> {
         let (inner, request, start, deadline) =
             (self.inner, self.request, self.start, self.deadline);
         let attempt_timeout = self.attempt_timeout;
-        let mut attempts: Vec<Attempt> = Vec::new();
+        let Prior {
+            mut attempts,
+            mut tried,
+            current: mut number,
+            mut made,
+        } = prior;
         // Nodes already tried by this request, so retries prefer other nodes. Inline (no
         // allocation); past 8 attempts older entries are forgotten, which only means a
         // retry may revisit a node.
-        let mut tried = [0usize; 8];
-        tried[0] = crate::nodes::pool::node_key(&node);
+        tried[(number as usize - 1) % 8] = crate::nodes::pool::node_key(&node);
         let mut plan = RetryState {
             idempotent: request.is_idempotent(),
             prev_delay: Duration::ZERO,
             class_retries: Vec::new(),
         };
-        let mut number = 1u32;
         loop {
             // A timed-out attempt makes the node suspect, not dead: a short liveness check
             // decides between a hung node (dead, fail over) and a slow request (the node
@@ -149,7 +154,7 @@ impl<'a> Run<'a> {
                         detail: result.detail,
                         source: result.source,
                     };
-                    let seen = (number as usize).min(tried.len());
+                    let seen = (made as usize).min(tried.len());
                     let elsewhere = inner.pool.has_free_untried(&tried[..seen], Instant::now());
                     let (delay, next_probe) = match plan_retry(
                         inner,
@@ -157,7 +162,7 @@ impl<'a> Run<'a> {
                         self.request_id,
                         &node,
                         &failed,
-                        number,
+                        made,
                         deadline,
                         &mut plan,
                         elsewhere,
@@ -178,7 +183,8 @@ impl<'a> Run<'a> {
             }
 
             // The next attempt: its breaker admission was asked before the backoff.
-            number += 1;
+            made += 1;
+            number = made;
             let now = Instant::now();
             if super::too_late_to_start(deadline, now) {
                 return Err(super::too_late_error(deadline, start, number, attempts));
@@ -191,6 +197,30 @@ impl<'a> Run<'a> {
             tried[(number as usize - 1) % 8] = crate::nodes::pool::node_key(&node);
             let send = self.send(&node)?;
             (result, elapsed, ended) = self.attempt(&node, send, number, now).await;
+        }
+    }
+}
+
+/// What a request did before the attempt handed to [`Run::settle_and_retry`]: the
+/// records of the attempts already settled, the nodes they went to, the current attempt's
+/// number and how many attempts were made (a hedged read has two in flight at once).
+pub(super) struct Prior {
+    pub(super) attempts: Vec<Attempt>,
+    pub(super) tried: [usize; 8],
+    /// The number of the attempt handed over.
+    pub(super) current: u32,
+    /// Attempts made so far, the handed-over one included.
+    pub(super) made: u32,
+}
+
+impl Prior {
+    /// Nothing before: the handed-over attempt is the first.
+    pub(super) fn first() -> Prior {
+        Prior {
+            attempts: Vec::new(),
+            tried: [0; 8],
+            current: 1,
+            made: 1,
         }
     }
 }

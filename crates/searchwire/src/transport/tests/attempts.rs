@@ -744,7 +744,13 @@ async fn every_request_and_attempt_gets_a_span_with_the_conventional_fields() {
     let req = capture.spans("searchwire.request");
     assert_eq!(req.len(), 1);
     let r = &req[0];
-    assert_eq!(r.get("db.system"), Some("opensearch"));
+    // OpenTelemetry's database conventions (`observe/semconv.rs`).
+    assert_eq!(r.get("db.system.name"), Some("opensearch"));
+    assert_eq!(r.get("db.operation.name"), Some("search"));
+    assert_eq!(r.get("otel.name"), Some("search logs"));
+    assert_eq!(r.get("db.response.status_code"), Some("200"));
+    assert_eq!(r.get("http.request.resend_count"), Some("1"));
+    assert_eq!(r.get("error.type"), None);
     assert_eq!(r.get("http.request.method"), Some("GET"));
     assert_eq!(r.get("url.path"), Some("/logs/_search"));
     assert_eq!(r.get("db.collection.name"), Some("logs"));

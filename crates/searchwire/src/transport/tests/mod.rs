@@ -2,6 +2,8 @@
 
 mod attempts;
 mod errors;
+mod hedge;
+mod limit;
 mod resilience;
 mod selection;
 mod sizes;

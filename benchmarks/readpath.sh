@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# benchmarks/readpath.sh — hedged reads and the adaptive concurrency limit against the fake
+# cluster's load model (3 nodes, searchwire-fake's `fake_cluster` example, one core), each
+# run side by side with the same load without the feature:
+#
+#   pause-300        node 0 stops for 300 ms every 3 s; `_search` at RATE/s from CONCURRENCY
+#                    callers, without and with `--hedge` (p95)
+#   all-503          every node answers 503; with `--hedge`: attempts per offered request
+#   unloaded         the capacity model below at RATE/s: the unloaded latency
+#   overload         every node serves CAPACITY requests at once (1 ms each, the rest queue):
+#                    the offered rate is 2x the cluster's capacity (3 x 1000 x CAPACITY/s),
+#                    without and with `--adaptive-concurrency`
+#
+# and prints one table: requests offered, ok, goodput/s, p50/p99 of the successful requests,
+# attempts the cluster received per offered request (health checks included). Every client
+# number comes from the CLI's own --json summary; the server count from the fake's.
+#
+#   benchmarks/readpath.sh
+#   FOR=15s RATE=150 CONCURRENCY=8 CAPACITY=1 benchmarks/readpath.sh
+#
+# Needs cargo and python3; builds the release CLI and the fake cluster. Takes about
+# 6 runs × FOR plus the builds.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+dur="${FOR:-15s}"
+rate="${RATE:-150}"
+conc="${CONCURRENCY:-8}"
+capacity="${CAPACITY:-1}"
+over_conc="${OVERLOAD_CONCURRENCY:-256}"
+work="$(mktemp -d)"
+fake_pid=""
+cleanup() {
+  [ -n "$fake_pid" ] && kill "$fake_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+say() { printf 'readpath.sh: %s\n' "$*" >&2; }
+
+say "building the release CLI and the fake cluster"
+cargo build --release -q -p searchwire-cli --manifest-path "$root/Cargo.toml"
+cargo build --release -q -p searchwire-fake --example fake_cluster --manifest-path "$root/Cargo.toml"
+target="${CARGO_TARGET_DIR:-$root/target}/release"
+
+# run NAME SCENARIO FAKE_ARGS -- CLI_ARGS...: one fake cluster, one client run.
+run() {
+  local name="$1" scenario="$2" fake_args="$3"; shift 4
+  local out="$work/$name" urls
+  rm -f "$work/ctl"; mkfifo "$work/ctl"
+  # shellcheck disable=SC2086
+  "$target/examples/fake_cluster" $fake_args "$scenario" <"$work/ctl" >"$out.fake" 2>"$out.fake.err" &
+  fake_pid=$!
+  exec 3>"$work/ctl"
+  for _ in $(seq 100); do [ -s "$out.fake" ] && break; sleep 0.05; done
+  urls="$(head -1 "$out.fake")"
+  [ -n "$urls" ] || { cat "$out.fake.err" >&2; say "the fake cluster did not start"; exit 1; }
+  say "$name: $*"
+  "$target/searchwire" request GET /bench/_search --url "$urls" --for "$dur" --json "$@" \
+    >"$out.json" 2>"$out.err" || true
+  exec 3>&-
+  wait "$fake_pid" || true
+  fake_pid=""
+  [ -s "$out.json" ] || { cat "$out.err" >&2; say "no summary from $name"; exit 1; }
+}
+
+over_rate=$(( 2 * 3 * 1000 * capacity ))
+run pause-300 pause-300 "" -- --rate "$rate" --concurrency "$conc"
+run pause-300-hedge pause-300 "" -- --rate "$rate" --concurrency "$conc" --hedge
+run all-503-hedge all-503 "" -- --rate "$rate" --concurrency "$conc" --hedge
+run unloaded steady "--capacity $capacity" -- --rate "$rate" --concurrency "$conc"
+run overload steady "--capacity $capacity" -- --rate "$over_rate" --concurrency "$over_conc" \
+  --attempt-timeout 2s
+run overload-limit steady "--capacity $capacity" -- --rate "$over_rate" --concurrency "$over_conc" \
+  --attempt-timeout 2s --adaptive-concurrency
+
+python3 - "$work" "$dur" "$rate" "$conc" "$capacity" "$over_rate" "$over_conc" <<'PY'
+import json, sys
+work, dur, rate, conc, cap, over_rate, over_conc = sys.argv[1:]
+print(f"FOR={dur}; pause/503 runs: RATE={rate}/s, CONCURRENCY={conc}; overload: capacity "
+      f"{cap} at once per node (3 nodes, 1 ms each = {3000 * int(cap)}/s), offered "
+      f"{over_rate}/s from {over_conc} callers")
+print("| run | offered | ok | goodput/s | p50 ms (ok) | p99 ms (ok) | cluster attempts / offered |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+for name in ["pause-300", "pause-300-hedge", "all-503-hedge", "unloaded", "overload", "overload-limit"]:
+    s = json.loads(open(f"{work}/{name}.json").read().strip().splitlines()[-1])
+    fake = json.loads(open(f"{work}/{name}.fake").read().strip().splitlines()[-1])
+    lat = s.get("ok_latency_ms") or s["latency_ms"]
+    per = fake["requests"] / s["requests"] if s["requests"] else 0
+    print(f"| {name} | {s['requests']} | {s['ok']} | {s['ok'] / s['wall_s']:.0f} | "
+          f"{lat['p50']} | {lat['p99']} | {per:.3f} |")
+PY
