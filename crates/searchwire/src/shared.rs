@@ -64,6 +64,8 @@ pub(crate) struct Inner {
     pub(crate) gateway_eject: u32,
     /// What a node's death sets off (see [`DeathHooks`]).
     pub(crate) on_death: DeathHooks,
+    /// Gzip request bodies of at least this many bytes and ask for gzip answers (none: off).
+    pub(crate) compress_min_bytes: Option<usize>,
 }
 
 /// What a node's death sets off, wherever it is detected (a user request, `check_all`, a

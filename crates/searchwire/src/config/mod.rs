@@ -2,6 +2,7 @@
 //! [`ClientBuilder::build`], never a surprise at the first request. The setters are here;
 //! the checks `build` runs are in `validate`.
 
+mod compression;
 mod validate;
 
 use std::fmt;
@@ -85,6 +86,8 @@ pub struct ClientBuilder {
     pub(crate) metrics: bool,
     #[cfg(feature = "aws-sigv4")]
     pub(crate) aws_sigv4: Option<crate::http::sigv4::AwsSigV4>,
+    /// Gzip request bodies of at least this many bytes, and ask for gzip answers (none: off).
+    pub(crate) compress_min_bytes: Option<usize>,
 }
 
 impl Default for ClientBuilder {
@@ -123,6 +126,7 @@ impl Default for ClientBuilder {
             metrics: true,
             #[cfg(feature = "aws-sigv4")]
             aws_sigv4: None,
+            compress_min_bytes: None,
         }
     }
 }
@@ -155,6 +159,7 @@ impl fmt::Debug for ClientBuilder {
             .field("circuit_breaker", &self.breaker)
             .field("gateway_eject", &self.gateway_eject)
             .field("aws_sigv4", &self.aws_sigv4_shown())
+            .field("compress_min_bytes", &self.compress_min_bytes)
             .finish_non_exhaustive()
     }
 }

@@ -154,6 +154,7 @@ impl Client {
                     start_timer: crate::resurrection::ensure_timer,
                     rediscover: crate::discovery::node_died,
                 },
+                compress_min_bytes: b.compress_min_bytes,
             }),
         };
         // Outside a runtime these are no-ops; the first request starts them then.
@@ -170,6 +171,13 @@ impl Client {
     /// Dropping the returned future cancels the request; that never marks a node dead.
     pub async fn send(&self, request: Request) -> Result<Response, Error> {
         request.validate()?;
+        // Compressed once, here: every attempt sends (and SigV4 signs) the same bytes.
+        let request = match self.inner.compress_min_bytes {
+            Some(min) if crate::transport::compress::wants(&request, min) => {
+                Box::pin(crate::transport::compress::compress(request)).await
+            }
+            _ => request,
+        };
         crate::discovery::ensure_started(&self.inner);
         crate::health::refresh::ensure_started(&self.inner);
         // Made when a span or log first shows it: no clock reading or UUID per request
