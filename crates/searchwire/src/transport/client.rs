@@ -169,15 +169,15 @@ impl Client {
     /// listing every attempt.
     ///
     /// Dropping the returned future cancels the request; that never marks a node dead.
-    pub async fn send(&self, request: Request) -> Result<Response, Error> {
+    pub async fn send(&self, mut request: Request) -> Result<Response, Error> {
         request.validate()?;
-        // Compressed once, here: every attempt sends (and SigV4 signs) the same bytes.
-        let request = match self.inner.compress_min_bytes {
-            Some(min) if crate::transport::compress::wants(&request, min) => {
-                Box::pin(crate::transport::compress::compress(request)).await
+        // Compressed once, here: every attempt sends (and SigV4 signs) the same bytes. In
+        // place and boxed, so this future (moved on every request) grows by two pointers.
+        if let Some(min) = self.inner.compress_min_bytes {
+            if crate::transport::compress::wants(&request, min) {
+                Box::pin(crate::transport::compress::compress(&mut request)).await;
             }
-            _ => request,
-        };
+        }
         crate::discovery::ensure_started(&self.inner);
         crate::health::refresh::ensure_started(&self.inner);
         // Made when a span or log first shows it: no clock reading or UUID per request

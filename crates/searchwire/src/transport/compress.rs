@@ -22,11 +22,11 @@ pub(crate) fn wants(request: &Request, min: usize) -> bool {
         && !request.headers.contains_key(CONTENT_ENCODING)
 }
 
-/// `request` with its body gzipped (on a blocking thread from [`BLOCKING_FROM`] bytes). A
-/// body gzip does not make smaller (already compressed data) is sent as it was.
-pub(crate) async fn compress(mut request: Request) -> Request {
+/// Gzips `request`'s body (on a blocking thread from [`BLOCKING_FROM`] bytes). A body gzip
+/// does not make smaller (already compressed data) is sent as it was.
+pub(crate) async fn compress(request: &mut Request) {
     let Some(body) = request.body.take() else {
-        return request;
+        return;
     };
     let gz = if body.len() >= BLOCKING_FROM {
         let input = body.clone();
@@ -45,5 +45,4 @@ pub(crate) async fn compress(mut request: Request) -> Request {
         }
         _ => request.body = Some(body),
     }
-    request
 }

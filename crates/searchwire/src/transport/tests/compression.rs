@@ -13,7 +13,7 @@ fn ndjson(docs: usize) -> String {
 async fn every_attempt_sends_the_one_compressed_copy() {
     let c = Scripted::default();
     c.push(1, Step::Status(429));
-    c.push(1, Step::Status(503));
+    c.push(1, Step::Status(429));
     let cl = client(1, &c, |b| b.compress_requests(64));
     let body = ndjson(200);
     let r = cl
