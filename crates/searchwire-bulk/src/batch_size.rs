@@ -166,9 +166,10 @@ impl BatchSizer {
         self.answers = 0;
     }
 
-    /// After a cut or a new bound: a fresh window, climbing up from here.
+    /// After a cut or a new bound: a fresh window, and the climb goes on downward from
+    /// here (up again only once a smaller size measures worse).
     fn restart(&mut self) {
-        self.up = true;
+        self.up = false;
         self.last_rate = None;
         self.epoch += 1;
         self.bytes = 0.0;

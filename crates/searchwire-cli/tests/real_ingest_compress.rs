@@ -99,7 +99,11 @@ fn ingest_compress_stores_exactly_the_documents_a_plain_ingest_stores() {
         assert!(a == b, "the same ids and sources");
         // What was stored is what was read (the first and last lines, as parsed).
         let first: Value = serde_json::from_str(
-            std::fs::read_to_string(&input).unwrap().lines().next().unwrap(),
+            std::fs::read_to_string(&input)
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap(),
         )
         .unwrap();
         assert_eq!(b[0]["_source"], first);

@@ -25,9 +25,7 @@ impl LatencyModel {
     /// The latency of a request of `bytes` body bytes.
     pub fn latency(&self, bytes: usize) -> Duration {
         let mib = bytes as f64 / (1024.0 * 1024.0);
-        self.fixed
-            + self.per_mib.mul_f64(mib)
-            + self.per_mib_squared.mul_f64(mib * mib)
+        self.fixed + self.per_mib.mul_f64(mib) + self.per_mib_squared.mul_f64(mib * mib)
     }
 
     /// The body size with the most bytes per second per request slot.
