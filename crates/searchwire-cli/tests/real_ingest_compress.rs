@@ -20,11 +20,12 @@ const DOCS: usize = 20_000;
 fn write_input(path: &std::path::Path) {
     let mut s = String::new();
     for i in 0..DOCS {
+        let level = ["info", "warn", "error"][i % 3];
         s.push_str(
             &json!({
                 "id": format!("doc-{i:06}"),
                 "n": i,
-                "level": ["info", "warn", "error"][i % 3],
+                "level": level,
                 "msg": format!("GET /api/items/{i} 200 — naïve café \"quoted\" \\ {}", i * 7919 % 10007),
                 "tags": ["prod", format!("shard-{}", i % 5)],
             })
