@@ -11,6 +11,10 @@ use crate::backoff::RetryPolicy;
 pub(crate) struct Config {
     pub batch_actions: usize,
     pub batch_bytes: usize,
+    /// The batch size adapts within `[min_batch_bytes, batch_bytes]` (see `batch_size`).
+    pub adaptive_batch_bytes: bool,
+    pub min_batch_bytes: usize,
+    pub batch_latency_target: Duration,
     pub flush_interval: Duration,
     pub max_concurrency: usize,
     pub adaptive: bool,

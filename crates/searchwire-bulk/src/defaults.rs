@@ -19,6 +19,18 @@ pub const BATCH_ACTIONS: usize = 1_000;
 /// until a request fits; the refused items are sent again at once, never dead-lettered.
 pub const BATCH_BYTES: usize = 5 * 1024 * 1024;
 
+/// The smallest size the adaptive batch size goes down to: 128 KiB. Below about 100 KB a
+/// bulk request's fixed cost (the round trip, the coordinating node's fan-out to every
+/// shard it touches) outweighs its documents, and the cluster does more work per document,
+/// not less, when it is already throttling.
+pub const MIN_BATCH_BYTES: usize = 128 * 1024;
+
+/// A bulk request slower than 10 s makes the adapted batch size one step smaller. A
+/// healthy cluster indexes 5 MiB in well under a second or two; ten seconds is a batch that
+/// holds its items, their permits and a request slot far longer than it should, and far
+/// from the 2-minute request timeout that would cut it and send it again.
+pub const BATCH_LATENCY_TARGET: Duration = Duration::from_secs(10);
+
 /// A partly filled batch is sent after 1 s. A trickle of documents becomes searchable
 /// within about the default refresh interval (also 1 s) instead of waiting for a full batch.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
@@ -167,7 +179,22 @@ pub fn markdown_table() -> String {
         (
             "batch_bytes",
             format!("{} MiB", BATCH_BYTES / (1024 * 1024)),
-            "low end of the 5–15 MB the tuning guides recommend; halved after a 413 (the cluster's http.max_content_length) until a request fits",
+            "low end of the 5–15 MB the tuning guides recommend; the adaptive size's upper bound, halved after a 413 (the cluster's http.max_content_length) until a request fits",
+        ),
+        (
+            "adaptive_batch_bytes",
+            "on".to_string(),
+            "halved on 429, a step down past the latency target, else climbs toward the most bytes per second",
+        ),
+        (
+            "min_batch_bytes",
+            format!("{} KiB", MIN_BATCH_BYTES / 1024),
+            "below ~100 KB the fixed cost of a bulk request outweighs its documents",
+        ),
+        (
+            "batch_latency_target",
+            fmt_duration(BATCH_LATENCY_TARGET),
+            "a slower request holds items, permits and a slot too long, yet stays far from the request timeout",
         ),
         (
             "flush_interval",

@@ -80,6 +80,29 @@ impl BulkIndexerBuilder {
         self
     }
 
+    /// Whether the bytes per request adapt (default on): throttling halves them, a request
+    /// slower than [`batch_latency_target`](Self::batch_latency_target) cuts them, and
+    /// otherwise they climb toward the size with the most bytes per second, within
+    /// [`min_batch_bytes`](Self::min_batch_bytes) and [`batch_bytes`](Self::batch_bytes).
+    /// A 413 lowers the upper bound either way. See `docs/bulk.md`, "Batch size".
+    pub fn adaptive_batch_bytes(mut self, on: bool) -> Self {
+        self.cfg.adaptive_batch_bytes = on;
+        self
+    }
+
+    /// The smallest adapted batch size (default 128 KiB; at most `batch_bytes`, the
+    /// largest).
+    pub fn min_batch_bytes(mut self, n: usize) -> Self {
+        self.cfg.min_batch_bytes = n;
+        self
+    }
+
+    /// A bulk request slower than this makes the adapted batch size smaller (default 10 s).
+    pub fn batch_latency_target(mut self, d: Duration) -> Self {
+        self.cfg.batch_latency_target = d;
+        self
+    }
+
     /// A partly filled batch is sent after this long (default 1 s).
     pub fn flush_interval(mut self, d: Duration) -> Self {
         self.cfg.flush_interval = d;
@@ -222,6 +245,7 @@ impl BulkIndexerBuilder {
         let positive = [
             ("batch_actions", c.batch_actions),
             ("batch_bytes", c.batch_bytes),
+            ("min_batch_bytes", c.min_batch_bytes),
             ("max_concurrency", c.max_concurrency),
             ("max_pending_actions", c.max_pending_actions),
             ("max_pending_bytes", c.max_pending_bytes),
@@ -241,12 +265,13 @@ impl BulkIndexerBuilder {
             return Err(ConfigError("max_pending_bytes is too large".into()));
         }
         if c.flush_interval.is_zero()
+            || c.batch_latency_target.is_zero()
             || c.request_timeout.is_zero()
             || c.breaker_poll.is_zero()
             || c.item_deadline.is_some_and(|d| d.is_zero())
         {
             return Err(ConfigError(
-                "flush_interval, request_timeout, breaker_poll and item_deadline must be above zero"
+                "flush_interval, batch_latency_target, request_timeout, breaker_poll and item_deadline must be above zero"
                     .into(),
             ));
         }
@@ -271,6 +296,7 @@ impl BulkIndexerBuilder {
             bytes: Arc::new(Semaphore::new(c.max_pending_bytes)),
         });
         shared.counters.concurrency(c.max_concurrency);
+        shared.counters.batch_bytes(c.batch_bytes);
         let (tx, rx) = mpsc::unbounded_channel();
         let task = tokio::spawn(driver::run(
             self.client,
@@ -327,6 +353,9 @@ impl BulkIndexer {
             cfg: Config {
                 batch_actions: defaults::BATCH_ACTIONS,
                 batch_bytes: defaults::BATCH_BYTES,
+                adaptive_batch_bytes: true,
+                min_batch_bytes: defaults::MIN_BATCH_BYTES,
+                batch_latency_target: defaults::BATCH_LATENCY_TARGET,
                 flush_interval: defaults::FLUSH_INTERVAL,
                 max_concurrency: defaults::MAX_CONCURRENCY,
                 adaptive: true,

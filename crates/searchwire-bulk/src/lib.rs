@@ -66,6 +66,7 @@
 
 mod action;
 pub mod backoff;
+mod batch_size;
 mod bodies;
 mod classify;
 mod concurrency;

@@ -49,6 +49,9 @@ pub struct Stats {
     pub in_flight: u64,
     /// The adaptive limit of requests in flight now.
     pub concurrency: u64,
+    /// The bytes per bulk request at most now: `batch_bytes`, adapted within its bounds
+    /// and lowered by a 413.
+    pub batch_bytes: u64,
     /// Actions added but not finished yet (buffered, in flight, waiting for a retry).
     pub pending: u64,
 }
@@ -76,6 +79,7 @@ pub(crate) struct Counters {
     in_flight: AtomicU64,
     concurrency: AtomicU64,
     pending: AtomicU64,
+    batch_bytes: AtomicU64,
 }
 
 fn written_index(w: Written) -> usize {
@@ -219,6 +223,11 @@ impl Counters {
         metrics::gauge!("searchwire_bulk_concurrency_limit").set(limit as f64);
     }
 
+    pub(crate) fn batch_bytes(&self, bytes: usize) {
+        self.batch_bytes.store(bytes as u64, R);
+        metrics::gauge!("searchwire_bulk_batch_bytes").set(bytes as f64);
+    }
+
     pub(crate) fn snapshot(&self) -> Stats {
         let w = |i: usize| self.written[i].load(R);
         Stats {
@@ -242,6 +251,7 @@ impl Counters {
             failed_requests: self.failed_requests.load(R),
             in_flight: self.in_flight.load(R),
             concurrency: self.concurrency.load(R),
+            batch_bytes: self.batch_bytes.load(R),
             pending: self.pending.load(R),
         }
     }

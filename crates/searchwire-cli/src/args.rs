@@ -138,6 +138,9 @@ pub struct RequestArgs {
     #[command(flatten)]
     pub conn: ConnectArgs,
 
+    #[command(flatten)]
+    pub compress: crate::compress_args::CompressArgs,
+
     #[arg(
         long,
         value_name = "JSON|@FILE",

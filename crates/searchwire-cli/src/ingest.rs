@@ -137,7 +137,10 @@ async fn run_inner(a: IngestArgs, auth: Auth) -> Result<u8, String> {
     };
 
     let client = match start(a.metrics_addr, || {
-        connect(&a.conn, auth)?.build().map_err(|e| e.to_string())
+        a.compress
+            .apply(connect(&a.conn, auth)?)
+            .build()
+            .map_err(|e| e.to_string())
     }) {
         Ok(c) => c,
         Err(code) => return Ok(code),

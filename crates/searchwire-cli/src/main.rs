@@ -17,6 +17,7 @@
 #![forbid(unsafe_code)]
 
 mod args;
+mod compress_args;
 mod connect;
 mod durations;
 mod exit;

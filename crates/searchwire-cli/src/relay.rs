@@ -61,6 +61,9 @@ pub struct RelayArgs {
     #[command(flatten)]
     pub conn: ConnectArgs,
 
+    #[command(flatten)]
+    pub compress: crate::compress_args::CompressArgs,
+
     #[arg(long, value_name = "ADDR", default_value = defaults::LISTEN, help = "Address to serve the bulk endpoint on (not loopback: needs --auth-token or --auth-user)")]
     pub listen: SocketAddr,
 
@@ -210,7 +213,9 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
             None
         }
     };
-    let client = match connect(&a.conn, auth).and_then(|b| b.build().map_err(|e| e.to_string())) {
+    let client = match connect(&a.conn, auth)
+        .and_then(|b| a.compress.apply(b).build().map_err(|e| e.to_string()))
+    {
         Ok(c) => c,
         Err(e) => {
             output::error_message(e);

@@ -83,7 +83,7 @@ async fn single(client: &Client, request: Request, trace: bool, json: bool) -> u
 
 /// The client for every request of this run. Errors are configuration errors (exit 2).
 fn build_client(a: &RequestArgs, auth: Auth) -> Result<Client, String> {
-    let mut b = connect(&a.conn, auth)?;
+    let mut b = a.compress.apply(connect(&a.conn, auth)?);
     // `--timeout` is the deprecated old name of `--attempt-timeout` (clap refuses both).
     if let Some(t) = a.attempt_timeout.or(a.timeout) {
         // An explicit flag beats the SEARCHWIRE_ATTEMPT_TIMEOUT environment override.

@@ -13,20 +13,16 @@
 //!   OpenSearch's `http.compression_level` default), unless it is empty or already encoded
 //!   (a pass-through answer the cluster compressed itself is passed on as it came).
 
-use std::io::{Read, Write};
-
 use bytes::Bytes;
 use http::request::Parts;
 use http::{header, HeaderMap, HeaderValue, Request, StatusCode};
 use http_body_util::{BodyExt, Limited};
 use hyper::body::Incoming;
 
+use searchwire::compression::{read_bounded, BLOCKING_FROM};
+
 use crate::accept::Answer;
 use crate::state::Shared;
-
-/// Bodies at least this large are inflated or compressed on a blocking thread: the async
-/// workers keep serving other connections meanwhile.
-const BLOCKING_FROM: usize = 64 * 1024;
 
 /// A content coding the relay decodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,16 +127,16 @@ fn codings(headers: &HeaderMap) -> Result<Vec<Coding>, Box<Answer>> {
 /// Inflates `input`, stopping (413) as soon as the output would exceed `limit`.
 fn decode(coding: Coding, input: &[u8], limit: usize) -> Result<Bytes, Box<Answer>> {
     let result = match coding {
-        Coding::Gzip => bounded(flate2::read::MultiGzDecoder::new(input), limit),
+        Coding::Gzip => read_bounded(flate2::read::MultiGzDecoder::new(input), limit),
         // A zlib header: CMF (method 8, deflate) and FLG with (CMF·256 + FLG) % 31 == 0.
         Coding::Deflate
             if input.len() >= 2
                 && input[0] & 0x0f == 8
                 && (u16::from(input[0]) * 256 + u16::from(input[1])) % 31 == 0 =>
         {
-            bounded(flate2::read::ZlibDecoder::new(input), limit)
+            read_bounded(flate2::read::ZlibDecoder::new(input), limit)
         }
-        Coding::Deflate => bounded(flate2::read::DeflateDecoder::new(input), limit),
+        Coding::Deflate => read_bounded(flate2::read::DeflateDecoder::new(input), limit),
     };
     let name = match coding {
         Coding::Gzip => "gzip",
@@ -160,29 +156,6 @@ fn decode(coding: Coding, input: &[u8], limit: usize) -> Result<Bytes, Box<Answe
                 ),
             )))
         }
-    }
-}
-
-/// Reads `r` to its end into a buffer that never holds more than `limit` bytes (it grows by
-/// doubling, capped at the limit): `None` when there is more.
-fn bounded(mut r: impl Read, limit: usize) -> std::io::Result<Option<Vec<u8>>> {
-    let mut out: Vec<u8> = Vec::with_capacity(limit.min(BLOCKING_FROM));
-    let mut chunk = [0u8; 16 * 1024];
-    loop {
-        let n = match r.read(&mut chunk) {
-            Ok(0) => return Ok(Some(out)),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if out.len() + n > limit {
-            return Ok(None);
-        }
-        if out.capacity() - out.len() < n {
-            let want = (out.capacity() * 2).max(out.len() + n).min(limit);
-            out.reserve_exact(want - out.len());
-        }
-        out.extend_from_slice(&chunk[..n]);
     }
 }
 
@@ -230,12 +203,9 @@ pub(crate) async fn compress(answer: &mut Answer, accepted: bool) {
     let body = std::mem::take(&mut answer.body);
     let gz = if body.len() >= BLOCKING_FROM {
         let input = body.clone();
-        tokio::task::spawn_blocking(move || gzip(&input))
-            .await
-            .ok()
-            .flatten()
+        tokio::task::spawn_blocking(move || gzip(&input)).await.ok()
     } else {
-        gzip(&body)
+        Some(gzip(&body))
     };
     match gz {
         Some(gz) => {
@@ -251,21 +221,19 @@ pub(crate) async fn compress(answer: &mut Answer, accepted: bool) {
     }
 }
 
-fn gzip(input: &[u8]) -> Option<Vec<u8>> {
-    let mut e = flate2::write::GzEncoder::new(
-        Vec::with_capacity(input.len() / 4 + 64),
-        flate2::Compression::new(3),
-    );
-    e.write_all(input).ok()?;
-    e.finish().ok()
+/// Level 3, as OpenSearch's `http.compression_level` default.
+fn gzip(input: &[u8]) -> Vec<u8> {
+    searchwire::compression::gzip(input, 3)
 }
 
 #[cfg(test)]
 mod tests {
+    use std::io::Write;
+
     use super::*;
 
     fn gz(data: &[u8]) -> Vec<u8> {
-        gzip(data).unwrap()
+        gzip(data)
     }
 
     #[test]

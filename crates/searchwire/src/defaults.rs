@@ -105,6 +105,18 @@ pub const REDISCOVER_MIN_GAP: Duration = Duration::from_secs(10);
 /// `search_after`, scroll).
 pub const MAX_RESPONSE_BYTES: usize = 256 * 1024 * 1024;
 
+/// The smallest request body `searchwire --compress` gzips: 1 KiB. A smaller body fits in
+/// one TCP segment either way (the MSS is about 1,460 bytes), so compressing it saves no
+/// packet and still costs the gzip header, CPU on both sides and the node's inflater.
+/// (`ClientBuilder::compress_requests` takes the threshold as its argument.)
+pub const COMPRESS_MIN_BYTES: usize = 1024;
+
+/// The gzip level of compressed request bodies: 1, the fastest. On bulk bodies of log
+/// documents it keeps most of level 6's ratio for a fraction of its CPU
+/// (`docs/benchmarks.md`, "Compressed requests"), as Beats' and Logstash's default level 1
+/// does; OpenSearch inflates every level at the same speed.
+pub const GZIP_LEVEL: u32 = 1;
+
 /// The environment variable that overrides the attempt timeout.
 pub const ATTEMPT_TIMEOUT_ENV: &str = "SEARCHWIRE_ATTEMPT_TIMEOUT";
 
@@ -420,6 +432,15 @@ pub fn table() -> Vec<DefaultEntry> {
             setting: "max_response_bytes",
             value: format!("{} MiB", MAX_RESPONSE_BYTES / (1024 * 1024)),
             why: "an endless or huge body must not exhaust memory; page big reads instead",
+        },
+        DefaultEntry {
+            setting: "compress_requests",
+            value: format!(
+                "off; --compress: bodies of {} KiB and more, gzip level {}",
+                COMPRESS_MIN_BYTES / 1024,
+                GZIP_LEVEL
+            ),
+            why: "a body under one TCP segment saves no packet; level 1 keeps most of the ratio for the least CPU",
         },
         DefaultEntry {
             setting: "retry_after_cap",

@@ -57,6 +57,11 @@ pub mod explain;
 pub mod fuzzing;
 mod health;
 mod http;
+/// Gzip helpers the transport compresses requests and inflates answers with, bounded
+/// (`ClientBuilder::compress_requests`); the relay decodes its clients' bodies with them.
+pub mod compression {
+    pub use crate::http::gzip::{gunzip_bounded, gzip, read_bounded, BLOCKING_FROM};
+}
 mod message;
 #[cfg(feature = "metrics")]
 pub use observe::metrics;

@@ -73,6 +73,8 @@ pub(crate) struct Inner {
     pub(crate) hedge: crate::policy::hedge::HedgeState,
     /// The adaptive concurrency limit (none: switched off).
     pub(crate) limit: Option<crate::policy::limit::Limiter>,
+    /// Gzip request bodies of at least this many bytes and ask for gzip answers (none: off).
+    pub(crate) compress_min_bytes: Option<usize>,
 }
 
 /// What a node's death sets off, wherever it is detected (a user request, `check_all`, a

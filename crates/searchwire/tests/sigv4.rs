@@ -221,3 +221,54 @@ async fn a_rejected_signature_is_an_auth_error_naming_no_secret() {
     let shown = format!("{e} {e:?} {client:?}");
     assert!(!shown.contains("very-secret"), "{shown}");
 }
+
+#[tokio::test]
+async fn a_compressed_body_is_signed_as_sent_and_a_retry_signs_the_same_bytes() {
+    let node = FakeNode::start("n").await.unwrap();
+    let token = "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJ";
+    let creds = AwsCredentials::new(
+        "AKIDSEARCHWIRE",
+        "wJalr/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        Some(token.to_string()),
+    );
+    let client = Client::builder()
+        .node(node.url())
+        .aws_sigv4(AwsSigV4::new("eu-west-1", "es", creds))
+        .compress_requests(0)
+        .backoff(Backoff::constant(Duration::from_millis(10)))
+        .resurrection_timers(false)
+        .health_refresh(false)
+        .read_environment(false)
+        .build()
+        .unwrap();
+    node.once(Match::Path("/_bulk".into()), Behavior::status(429));
+    let ndjson: String = (0..200)
+        .map(|i| format!("{{\"index\":{{\"_index\":\"i\",\"_id\":\"{i}\"}}}}\n{{\"f\":{i}}}\n"))
+        .collect();
+    let r = client
+        .send(
+            Request::post("/_bulk")
+                .header("content-type", "application/x-ndjson")
+                .body(ndjson.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.attempts().len(), 2);
+    let recorded = node.requests_matching(&Match::Path("/_bulk".into()));
+    assert_eq!(recorded.len(), 2);
+    assert_eq!(
+        recorded[0].body, recorded[1].body,
+        "the retry sends the same bytes"
+    );
+    assert_eq!(recorded[0].header("content-encoding"), Some("gzip"));
+    let inflated = searchwire::compression::gunzip_bounded(&recorded[0].body, 1 << 20)
+        .unwrap()
+        .unwrap();
+    assert_eq!(inflated, ndjson.as_bytes());
+    // botocore signs the recorded (compressed) bytes and gets the same signature and hash.
+    let expected = botocore_expectations(&node.url(), token, "eu-west-1", "es", &recorded);
+    for (r, e) in recorded.iter().zip(&expected) {
+        assert_eq!(r.header("authorization"), e["authorization"].as_str());
+        assert_eq!(r.header("x-amz-content-sha256"), e["body_sha256"].as_str());
+    }
+}

@@ -32,6 +32,7 @@ use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
+use crate::batch_size::BatchSizer;
 use crate::bodies::Bodies;
 use crate::concurrency::Aimd;
 use crate::config::Config;
@@ -93,6 +94,9 @@ pub(crate) enum Cmd {
 struct InFlight {
     items: Vec<Box<Item>>,
     epoch: u64,
+    /// The batch size's epoch when it was sent, and when.
+    size_epoch: u64,
+    sent_at: Instant,
     /// The request body, taken back into [`Bodies`] when the request is answered.
     body: Bytes,
 }
@@ -122,9 +126,10 @@ struct Driver {
     in_flight: HashMap<tokio::task::Id, InFlight>,
     bodies: Bodies,
     aimd: Aimd,
-    /// Bytes per request at most: `batch_bytes`, lowered when the cluster answers 413 (its
-    /// `http.max_content_length` is below it).
-    batch_bytes: usize,
+    /// Bytes per request at most: `batch_bytes` at first, adapted within its bounds, and
+    /// its upper bound lowered when the cluster answers 413 (its `http.max_content_length`
+    /// is below it).
+    sizer: BatchSizer,
     breaker_wait: Option<Instant>,
 
     /// Permits of the items finished while handling the current event.
@@ -150,7 +155,12 @@ pub(crate) async fn run(
     };
     let aimd = Aimd::new(cfg.max_concurrency, cfg.adaptive);
     let bodies = Bodies::new(cfg.max_concurrency);
-    let batch_bytes = cfg.batch_bytes;
+    let sizer = BatchSizer::new(
+        cfg.min_batch_bytes,
+        cfg.batch_bytes,
+        cfg.adaptive_batch_bytes,
+        cfg.batch_latency_target,
+    );
     let mut d = Driver {
         client,
         cfg,
@@ -170,7 +180,7 @@ pub(crate) async fn run(
         in_flight: HashMap::new(),
         bodies,
         aimd,
-        batch_bytes,
+        sizer,
         breaker_wait: None,
         released: Released::default(),
         flush_waiters: Vec::new(),

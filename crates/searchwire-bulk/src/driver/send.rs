@@ -19,7 +19,7 @@ impl Driver {
             return false;
         }
         self.buffer.len() >= self.cfg.batch_actions
-            || self.buffer_bytes >= self.batch_bytes
+            || self.buffer_bytes >= self.sizer.size()
             || self.flushing()
             || self
                 .buffer_since
@@ -56,7 +56,7 @@ impl Driver {
         );
         let mut bytes = 0usize;
         // Items with other request parameters wait for the next request (order kept).
-        let max_bytes = self.batch_bytes;
+        let max_bytes = self.sizer.size();
         let fits = |items: &Vec<Box<Item>>, bytes: usize, next: &Item, cfg: &Config| {
             items.first().is_none_or(|first| {
                 items.len() < cfg.batch_actions
@@ -140,6 +140,8 @@ impl Driver {
             InFlight {
                 items,
                 epoch: self.aimd.epoch(),
+                size_epoch: self.sizer.epoch(),
+                sent_at: Instant::now(),
                 body,
             },
         );

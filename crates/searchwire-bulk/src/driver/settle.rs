@@ -8,6 +8,7 @@ use tokio::time::Instant;
 
 use super::outcome::Outcome;
 use super::{Driver, InFlight, Item};
+use crate::batch_size::Signal;
 use crate::classify::{self, ItemContext, RetryClass, Verdict};
 use crate::response::{ItemError, ItemResult};
 use crate::sink::{self, FailedItem, FailureReason};
@@ -72,7 +73,14 @@ impl Driver {
     }
 
     pub(super) fn on_done(&mut self, id: tokio::task::Id, outcome: Result<Outcome, String>) {
-        let Some(InFlight { items, epoch, body }) = self.in_flight.remove(&id) else {
+        let Some(InFlight {
+            items,
+            epoch,
+            size_epoch,
+            sent_at,
+            body,
+        }) = self.in_flight.remove(&id)
+        else {
             return;
         };
         let sent_bytes = body.len();
@@ -90,6 +98,7 @@ impl Driver {
             error: None,
         });
         let now = Instant::now();
+        let too_large = matches!(outcome, Outcome::TooLarge(_));
         // (throttled, a signal for the limit at all): only item answers and throttling say
         // whether the cluster keeps up; a reset or a 5xx says nothing about its write queues.
         let (throttled, signal) = match outcome {
@@ -99,7 +108,7 @@ impl Driver {
             }
             Outcome::TooLarge(reason) => {
                 self.shared.counters.request_done(Some("too_large"));
-                self.split_too_large(items, sent_bytes, reason);
+                self.split_too_large(items, sent_bytes, size_epoch, reason);
                 (false, false)
             }
             Outcome::Failed {
@@ -136,6 +145,19 @@ impl Driver {
                 }
             }
         };
+        if !too_large {
+            let s = match (signal, throttled) {
+                (true, true) => Signal::Throttled,
+                (true, false) => Signal::Answered,
+                (false, _) => Signal::Other,
+            };
+            self.resize(
+                size_epoch,
+                sent_bytes,
+                now.saturating_duration_since(sent_at),
+                s,
+            );
+        }
         if signal && self.aimd.on_response(epoch, throttled) {
             self.shared.counters.concurrency(self.aimd.limit());
             tracing::info!(
@@ -152,14 +174,20 @@ impl Driver {
     /// pass — and the items go back to the front of the retry queue, in order, at once (no
     /// delay: the cluster is not busy, the request was too big). Only a single action
     /// larger than the limit is a dead letter: no request can carry it.
-    fn split_too_large(&mut self, items: Vec<Box<Item>>, sent: usize, reason: FailureReason) {
+    fn split_too_large(
+        &mut self,
+        items: Vec<Box<Item>>,
+        sent: usize,
+        size_epoch: u64,
+        reason: FailureReason,
+    ) {
         if items.len() > 1 {
-            let before = self.batch_bytes;
-            self.batch_bytes = self.batch_bytes.min(sent / 2).max(1);
+            let before = self.sizer.size();
+            self.resize(size_epoch, sent, Duration::ZERO, Signal::TooLarge);
             tracing::warn!(
                 sent_bytes = sent,
                 items = items.len(),
-                batch_bytes = self.batch_bytes,
+                batch_bytes = self.sizer.size(),
                 was = before,
                 "the cluster refused a bulk request as too large (413, http.max_content_length); its items are sent again in smaller requests"
             );
@@ -181,6 +209,21 @@ impl Driver {
                 error: None,
             };
             self.give_up(it, reason, how);
+        }
+    }
+
+    /// Tells the batch sizer how a request of `sent` bytes went; a change is counted and
+    /// logged.
+    fn resize(&mut self, size_epoch: u64, sent: usize, latency: Duration, signal: Signal) {
+        if self.sizer.on_response(size_epoch, sent, latency, signal) {
+            self.shared.counters.batch_bytes(self.sizer.size());
+            tracing::debug!(
+                batch_bytes = self.sizer.size(),
+                sent_bytes = sent,
+                latency_ms = latency.as_millis() as u64,
+                ?signal,
+                "bulk batch size changed"
+            );
         }
     }
 

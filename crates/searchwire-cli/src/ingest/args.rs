@@ -66,6 +66,9 @@ pub struct IngestArgs {
     #[command(flatten)]
     pub conn: ConnectArgs,
 
+    #[command(flatten)]
+    pub compress: crate::compress_args::CompressArgs,
+
     #[arg(
         long,
         value_name = "NAME",

@@ -4,6 +4,7 @@
 
 mod read_path;
 mod selection;
+mod compression;
 mod validate;
 
 use std::fmt;
@@ -91,6 +92,8 @@ pub struct ClientBuilder {
     pub(crate) aws_sigv4: Option<crate::http::sigv4::AwsSigV4>,
     pub(crate) selection: crate::nodes::choice::Selection,
     pub(crate) selection_decay: Duration,
+    /// Gzip request bodies of at least this many bytes, and ask for gzip answers (none: off).
+    pub(crate) compress_min_bytes: Option<usize>,
 }
 
 impl Default for ClientBuilder {
@@ -133,6 +136,7 @@ impl Default for ClientBuilder {
             aws_sigv4: None,
             selection: crate::nodes::choice::Selection::default(),
             selection_decay: defaults::SELECTION_DECAY,
+            compress_min_bytes: None,
         }
     }
 }
@@ -167,6 +171,7 @@ impl fmt::Debug for ClientBuilder {
             .field("hedging", &self.hedging)
             .field("adaptive_concurrency", &self.adaptive_concurrency)
             .field("aws_sigv4", &self.aws_sigv4_shown())
+            .field("compress_min_bytes", &self.compress_min_bytes)
             .finish_non_exhaustive()
     }
 }

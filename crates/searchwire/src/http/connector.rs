@@ -199,7 +199,11 @@ impl Connector for HyperConnector {
             }
         }
         let max = self.settings.max_response_bytes;
-        Box::pin(exchange(self.conns(node), req, max))
+        let inflate = req
+            .extensions()
+            .get::<crate::http::gzip::InflateAnswer>()
+            .is_some();
+        Box::pin(exchange(self.conns(node), req, max, inflate))
     }
 
     fn reset(&self, node: &NodeAddr) {
@@ -218,10 +222,14 @@ async fn exchange(
     conns: Arc<NodeConns>,
     req: http::Request<Full<Bytes>>,
     max: usize,
+    inflate: bool,
 ) -> Result<RawResponse, SendError> {
     let (tx, resp) = send_on_a_connection(&conns, req).await?;
     let body = read_body(resp, max).await?;
     conns.put(tx);
+    if inflate {
+        return crate::http::inflate::answer(body, max).await;
+    }
     Ok(body)
 }
 

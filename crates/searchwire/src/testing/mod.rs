@@ -57,6 +57,8 @@ pub(crate) struct Sent {
     pub target: String,
     pub headers: HeaderMap,
     pub at: Instant,
+    /// The body as handed to the connector (the same reference-counted bytes).
+    pub body: Bytes,
 }
 
 #[derive(Default)]
@@ -239,6 +241,7 @@ impl Connector for Scripted {
                 .map_or(path.clone(), |p| p.to_string()),
             headers: req.headers().clone(),
             at: Instant::now(),
+            body: full_bytes(req.body()),
         });
         let key = (port, path);
         let step = s
@@ -260,6 +263,17 @@ impl Connector for Scripted {
     }
     fn reset(&self, node: &NodeAddr) {
         self.0.lock().unwrap().resets.push(node.port());
+    }
+}
+
+/// The bytes of a `Full` body (it yields its one frame at once), without copying them.
+fn full_bytes(body: &Full<Bytes>) -> Bytes {
+    use hyper::body::Body;
+    let mut body = body.clone();
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match std::pin::Pin::new(&mut body).poll_frame(&mut cx) {
+        std::task::Poll::Ready(Some(Ok(frame))) => frame.into_data().unwrap_or_default(),
+        _ => Bytes::new(),
     }
 }
 

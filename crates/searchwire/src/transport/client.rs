@@ -165,6 +165,7 @@ impl Client {
                 limit: b
                     .adaptive_concurrency
                     .map(crate::policy::limit::Limiter::new),
+                compress_min_bytes: b.compress_min_bytes,
             }),
         };
         // Outside a runtime these are no-ops; the first request starts them then.
@@ -179,8 +180,15 @@ impl Client {
     /// listing every attempt.
     ///
     /// Dropping the returned future cancels the request; that never marks a node dead.
-    pub async fn send(&self, request: Request) -> Result<Response, Error> {
+    pub async fn send(&self, mut request: Request) -> Result<Response, Error> {
         request.validate()?;
+        // Compressed once, here: every attempt sends (and SigV4 signs) the same bytes. In
+        // place and boxed, so this future (moved on every request) grows by two pointers.
+        if let Some(min) = self.inner.compress_min_bytes {
+            if crate::transport::compress::wants(&request, min) {
+                Box::pin(crate::transport::compress::compress(&mut request)).await;
+            }
+        }
         crate::discovery::ensure_started(&self.inner);
         crate::health::refresh::ensure_started(&self.inner);
         // Made when a span or log first shows it: no clock reading or UUID per request

@@ -2,6 +2,7 @@
 
 mod build;
 pub(crate) mod client;
+pub(crate) mod compress;
 mod failure;
 mod limited;
 mod run;

@@ -94,6 +94,17 @@ pub(super) fn build_http(
     for (k, v) in request.headers.iter() {
         headers.insert(k, v.clone());
     }
+    // Compression on: gzip answers are asked for and inflated by the connector within
+    // `max_response_bytes`, unless the caller asked for an encoding itself (it then gets
+    // the answer as the node sent it: the relay's pass-through forwards it so).
+    if inner.compress_min_bytes.is_some() && !headers.contains_key(http::header::ACCEPT_ENCODING) {
+        headers.insert(
+            http::header::ACCEPT_ENCODING,
+            http::HeaderValue::from_static("gzip"),
+        );
+        req.extensions_mut()
+            .insert(crate::http::gzip::InflateAnswer);
+    }
     Ok(req)
 }
 

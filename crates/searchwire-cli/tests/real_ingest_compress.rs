@@ -1,0 +1,116 @@
+//! `searchwire ingest --compress` against the real OpenSearch nodes `scripts/test` starts:
+//! the nodes inflate the gzip bodies, and the index holds exactly the documents, byte for
+//! byte in their `_source`, that a plain ingest of the same input stores.
+//!
+//! Gated like the other real-node tests: skipped without `SEARCHWIRE_TEST_CLUSTER` unless
+//! `SEARCHWIRE_REQUIRE_CLUSTER=1`.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod real_support;
+
+use std::time::Duration;
+
+use real_support::{create_index, ingest, run_clean, tmp, OPENSEARCH};
+use searchwire::{Client, Request};
+use serde_json::{json, Value};
+
+const DOCS: usize = 20_000;
+
+/// Log-like documents with repeated structure, unicode and escapes.
+fn write_input(path: &std::path::Path) {
+    let mut s = String::new();
+    for i in 0..DOCS {
+        let level = ["info", "warn", "error"][i % 3];
+        s.push_str(
+            &json!({
+                "id": format!("doc-{i:06}"),
+                "n": i,
+                "level": level,
+                "msg": format!("GET /api/items/{i} 200 — naïve café \"quoted\" \\ {}", i * 7919 % 10007),
+                "tags": ["prod", format!("shard-{}", i % 5)],
+            })
+            .to_string(),
+        );
+        s.push('\n');
+    }
+    std::fs::write(path, s).unwrap();
+}
+
+/// Every `_source` of the index, in `n` order.
+async fn sources(client: &Client, index: &str) -> Vec<Value> {
+    client
+        .send(Request::post(format!("/{index}/_refresh")))
+        .await
+        .unwrap();
+    let mut out = Vec::new();
+    let mut after: Option<Value> = None;
+    loop {
+        let mut q = json!({"size": 5000, "sort": [{"n": "asc"}]});
+        if let Some(a) = &after {
+            q["search_after"] = a.clone();
+        }
+        let r: Value = client
+            .send(Request::post(format!("/{index}/_search")).json(&q))
+            .await
+            .unwrap()
+            .json()
+            .unwrap();
+        let hits = r["hits"]["hits"].as_array().unwrap().clone();
+        if hits.is_empty() {
+            break;
+        }
+        for h in &hits {
+            out.push(json!({"_id": h["_id"], "_source": h["_source"]}));
+        }
+        after = hits.last().map(|h| h["sort"].clone());
+    }
+    out
+}
+
+#[test]
+fn ingest_compress_stores_exactly_the_documents_a_plain_ingest_stores() {
+    let Some(urls) =
+        OPENSEARCH.urls("ingest_compress_stores_exactly_the_documents_a_plain_ingest_stores")
+    else {
+        return;
+    };
+    let rt = real_support::runtime();
+    rt.block_on(async {
+        let joined = urls.join(",");
+        let client = Client::builder().nodes(urls.clone()).build().unwrap();
+        let input = tmp("compress.ndjson");
+        write_input(&input);
+        let (plain, gz) = ("sw-ingest-plain", "sw-ingest-gzip");
+        create_index(&client, plain).await;
+        create_index(&client, gz).await;
+        let within = Duration::from_secs(300);
+        let s = run_clean(ingest(&joined, &input, plain, &[]), within, "plain ingest").await;
+        let plain_bytes = s["bytes_sent"].as_u64();
+        let s = run_clean(
+            ingest(&joined, &input, gz, &["--compress=0"]),
+            within,
+            "ingest --compress",
+        )
+        .await;
+        assert_eq!(s["indexed"].as_u64(), Some(DOCS as u64), "{s}");
+        let a = sources(&client, plain).await;
+        let b = sources(&client, gz).await;
+        assert_eq!(a.len(), DOCS);
+        assert_eq!(b.len(), DOCS);
+        assert!(a == b, "the same ids and sources");
+        // What was stored is what was read (the first and last lines, as parsed).
+        let first: Value = serde_json::from_str(
+            std::fs::read_to_string(&input)
+                .unwrap()
+                .lines()
+                .next()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(b[0]["_source"], first);
+        eprintln!("plain summary bytes_sent {plain_bytes:?}; compressed: {s}");
+        for index in [plain, gz] {
+            let _ = client.send(Request::delete(format!("/{index}"))).await;
+        }
+    });
+}

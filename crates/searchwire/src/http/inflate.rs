@@ -1,0 +1,70 @@
+//! A gzip answer the transport asked for (`Accept-Encoding: gzip`, request compression on),
+//! inflated within `max_response_bytes`: the limit bounds the *inflated* body, so an answer
+//! that inflates past it is `TooLarge` (a gzip bomb costs its compressed bytes plus at most
+//! the limit), and data that is not gzip is a broken exchange (`Reset`: the node may have
+//! processed the request).
+
+use bytes::Bytes;
+use http::header::{CONTENT_ENCODING, CONTENT_LENGTH};
+
+use crate::classify::OutcomeKind;
+use crate::http::connector::{RawResponse, SendError};
+use crate::http::gzip::{gunzip_bounded, BLOCKING_FROM};
+
+/// `raw` with its body inflated when it is gzip-encoded (its `Content-Encoding` and
+/// `Content-Length` removed: they described the compressed body); otherwise as it came.
+pub(crate) async fn answer(mut raw: RawResponse, max: usize) -> Result<RawResponse, SendError> {
+    if !is_gzip(&raw) {
+        return Ok(raw);
+    }
+    let body = std::mem::take(&mut raw.body);
+    let inflated = if body.len() >= BLOCKING_FROM {
+        tokio::task::spawn_blocking(move || gunzip_bounded(&body, max))
+            .await
+            .map_err(|e| SendError {
+                kind: OutcomeKind::Reset,
+                source: format!("inflating the gzip response body failed: {e}").into(),
+            })?
+    } else {
+        gunzip_bounded(&body, max)
+    };
+    match inflated {
+        Ok(Some(v)) => {
+            raw.body = Bytes::from(v);
+            raw.headers.remove(CONTENT_ENCODING);
+            raw.headers.remove(CONTENT_LENGTH);
+            Ok(raw)
+        }
+        Ok(None) => Err(SendError {
+            kind: OutcomeKind::TooLarge,
+            source: format!(
+                "the gzip response body inflates to more than the limit of {max} bytes \
+                 (max_response_bytes)"
+            )
+            .into(),
+        }),
+        Err(e) => Err(SendError {
+            kind: OutcomeKind::Reset,
+            source: format!(
+                "the response says Content-Encoding: gzip, but its body is not valid gzip: {e}"
+            )
+            .into(),
+        }),
+    }
+}
+
+/// Whether the answer's `Content-Encoding` is gzip (`x-gzip` too), and only that.
+fn is_gzip(raw: &RawResponse) -> bool {
+    let mut codings = raw
+        .headers
+        .get_all(CONTENT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|c| !c.is_empty() && !c.eq_ignore_ascii_case("identity"));
+    matches!(
+        (codings.next(), codings.next()),
+        (Some(c), None) if c.eq_ignore_ascii_case("gzip") || c.eq_ignore_ascii_case("x-gzip")
+    )
+}
