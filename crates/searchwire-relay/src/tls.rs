@@ -93,13 +93,20 @@ pub(crate) fn load(files: &TlsFiles) -> Result<Loaded, String> {
     };
     let fingerprint = fingerprint(leaf);
     let key_pem = read(&files.key, "key")?;
-    // The parser's own error is not shown: it could quote key material.
-    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| {
+    // The parsers' own errors are not shown: they could quote key material.
+    let unusable = || {
         format!(
-            "the TLS key file {} holds no usable private key (a PKCS#8, PKCS#1 or SEC1 PEM block)",
+            "the TLS key file {} holds no usable private key (a PKCS#8, PKCS#1 or SEC1 PEM block of an RSA, ECDSA or Ed25519 key)",
             files.key.display()
         )
-    })?;
+    };
+    let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|_| unusable())?;
+    // A PEM block that is no key rustls can sign with is told apart from a key that is not
+    // the certificate's.
+    provider
+        .key_provider
+        .load_private_key(key.clone_key())
+        .map_err(|_| unusable())?;
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| format!("cannot set up TLS: {e}"))?;
