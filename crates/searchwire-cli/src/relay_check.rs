@@ -1,6 +1,6 @@
 //! What `searchwire relay --check` prints: the effective configuration as a TOML file that
-//! the relay would read back the same, each line with where its value came from, secrets
-//! redacted.
+//! the relay would read back the same (defaults and unset settings as comments), each line
+//! with where its value came from, secrets redacted.
 
 use clap::ArgMatches;
 
@@ -29,9 +29,13 @@ pub(crate) fn effective(matches: &ArgMatches, sources: &Sources) -> String {
             Source::File => "config file".to_owned(),
             Source::Default => "default".to_owned(),
         };
-        match value(&s, matches) {
-            Some(v) => out.push_str(&format!("{} = {v}  # {source}\n", s.key)),
-            None => out.push_str(&format!("# {} is not set\n", s.key)),
+        // A default is printed as a comment: the output, read back as a config file, sets
+        // exactly what was set (a default given as a key could trip a flag's requirements,
+        // e.g. redis-stream without redis).
+        match (value(&s, matches), source == "default") {
+            (Some(v), false) => out.push_str(&format!("{} = {v}  # {source}\n", s.key)),
+            (Some(v), true) => out.push_str(&format!("# {} = {v}  (default)\n", s.key)),
+            (None, _) => out.push_str(&format!("# {} is not set\n", s.key)),
         }
     }
     out
