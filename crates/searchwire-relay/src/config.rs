@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::pattern::{self, Methods};
 use crate::product::PresentAs;
-use crate::tls::TlsFiles;
+use crate::tls_files::TlsFiles;
 
 /// The request header that sets a bulk request's queue priority (0–255, higher first).
 pub const PRIORITY_HEADER: &str = "x-searchwire-priority";
@@ -61,10 +61,8 @@ pub const BULK_CONCURRENCY: usize = searchwire_bulk::defaults::MAX_CONCURRENCY;
 /// because a client waits for its answer; items of concurrent requests that arrive while every
 /// request slot is busy share the next `_bulk` anyway.
 pub const BULK_LINGER: Duration = Duration::from_millis(2);
-/// How often the TLS certificate, key and client CA files are checked for changes: a
-/// renewed certificate (cert-manager, certbot, a Kubernetes secret) is served within 10 s
-/// without a SIGHUP, for the cost of three `stat` calls.
-pub const TLS_RELOAD_INTERVAL: Duration = Duration::from_secs(10);
+/// How often the TLS files are checked for changes (defined with [`TlsFiles`]).
+pub use crate::tls_files::TLS_RELOAD_INTERVAL;
 
 fn secs(d: Duration) -> String {
     if d.subsec_millis() == 0 {

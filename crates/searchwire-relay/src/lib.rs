@@ -72,6 +72,7 @@ mod server;
 mod single;
 mod state;
 pub mod tls;
+mod tls_files;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -91,7 +92,8 @@ pub use identity::{FALLBACK_ES_VERSION, FALLBACK_VERSION};
 pub use product::{PresentAs, Product};
 pub use single::{OUTCOME_UNKNOWN, QUEUED_STATUS};
 pub use state::MetricsRender;
-pub use tls::{TlsFiles, TlsReload};
+pub use tls::TlsReload;
+pub use tls_files::TlsFiles;
 
 use state::Shared;
 

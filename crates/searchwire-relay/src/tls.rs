@@ -20,9 +20,9 @@
 //! (everything else is a 401 that says a certificate is needed), so load balancers' probes
 //! work while every request that reaches data is authenticated by its certificate.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -31,39 +31,7 @@ use rustls::ServerConfig;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-/// Where the listener's certificate, key and (for mutual TLS) client CA are.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct TlsFiles {
-    /// The certificate chain (PEM, leaf first).
-    pub cert: PathBuf,
-    /// The private key of the leaf certificate (PEM: PKCS#8, PKCS#1 or SEC1).
-    pub key: PathBuf,
-    /// Require client certificates signed by the CA(s) in this PEM file (mutual TLS).
-    pub client_ca: Option<PathBuf>,
-    /// How often the files are checked for changes; zero: only on [`TlsReload::reload`].
-    /// Default [`crate::config::TLS_RELOAD_INTERVAL`].
-    pub reload_interval: Duration,
-}
-
-impl TlsFiles {
-    /// The certificate and key files, checked for changes every
-    /// [`crate::config::TLS_RELOAD_INTERVAL`], without a client CA.
-    pub fn new(cert: impl Into<PathBuf>, key: impl Into<PathBuf>) -> TlsFiles {
-        TlsFiles {
-            cert: cert.into(),
-            key: key.into(),
-            client_ca: None,
-            reload_interval: crate::config::TLS_RELOAD_INTERVAL,
-        }
-    }
-
-    fn paths(&self) -> impl Iterator<Item = &Path> {
-        [Some(self.cert.as_path()), Some(self.key.as_path())]
-            .into_iter()
-            .chain(std::iter::once(self.client_ca.as_deref()))
-            .flatten()
-    }
-}
+use crate::tls_files::TlsFiles;
 
 /// What one load read: the configuration and a short description for the log.
 pub(crate) struct Loaded {
