@@ -375,11 +375,16 @@ fn check(a: &RelayArgs, auth: Auth, effective: &str) -> u8 {
     if let Err(e) = connect(&a.conn, auth).and_then(|b| b.build().map_err(|e| e.to_string())) {
         problems.push(e);
     }
+    // What `RelayConfig::validate` reads, as `run` sets it.
     let config = RelayConfig {
         listen: a.listen,
         auth: relay_auth(a),
         tls: tls_files(a),
         allow_plaintext: a.allow_plaintext,
+        max_body_bytes: a.max_body_bytes,
+        live_budget: a.live_budget,
+        delivery_batch: a.delivery_batch,
+        max_connections: a.max_connections,
         ..RelayConfig::default()
     };
     if let Err(e) = config.validate() {

@@ -197,6 +197,17 @@ async fn a_bad_file_exits_2_naming_each_key_the_closest_one_and_the_type() {
         "{stderr}"
     );
 
+    // What the relay refuses at start, --check refuses too.
+    std::fs::write(
+        &file,
+        "url = \"http://127.0.0.1:9200\"\nqueue-dir = \"q\"\nmax-connections = 0\n",
+    )
+    .unwrap();
+    let out = relay(&["--config", file.to_str().unwrap(), "--check"], &[]).await;
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("must be above zero"), "{stderr}");
+
     let out = relay(
         &["--url", "http://x", "--queue-dir", "q"],
         &[("SEARCHWIRE_RELAY_QUEU_DIR", "q")],
