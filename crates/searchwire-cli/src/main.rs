@@ -33,13 +33,17 @@ mod output;
 mod queue;
 mod redis_args;
 mod relay;
+mod relay_check;
+mod relay_config;
+mod relay_file;
+mod relay_settings;
 mod request;
 mod signals;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::CommandFactory;
 use tracing_subscriber::EnvFilter;
 
 use crate::args::{Cli, Command, ExplainCommand, HealthArgs, RequestArgs, PASSWORD_ENV};
@@ -50,7 +54,7 @@ use crate::connect::Auth;
 const WORKER_THREADS: usize = 2;
 
 fn main() -> ExitCode {
-    let cli = parse_args();
+    let (cli, relay_sources, matches) = parse_args();
     #[cfg(feature = "otlp")]
     let otlp_endpoint = cli.otlp_endpoint.clone();
     #[cfg(not(feature = "otlp"))]
@@ -80,7 +84,15 @@ fn main() -> ExitCode {
         Command::Request(a) => run_request(*a),
         Command::Health(a) => run_health(a),
         Command::Ingest(a) => run_ingest(*a),
-        Command::Relay(a) => run_relay(*a),
+        Command::Relay(a) => {
+            // `--check` prints the effective configuration: the parsed values and where each
+            // came from (flag, variable, file, default).
+            let effective = match (&relay_sources, matches.subcommand_matches("relay")) {
+                (Some(sources), Some(m)) if a.check => Some(relay_check::effective(m, sources)),
+                _ => None,
+            };
+            run_relay(*a, effective)
+        }
 
         Command::Queue(c) => {
             let auth = match &c {
@@ -147,10 +159,10 @@ fn run_ingest(a: ingest::IngestArgs) -> u8 {
     }
 }
 
-fn run_relay(a: relay::RelayArgs) -> u8 {
+fn run_relay(a: relay::RelayArgs, effective: Option<String>) -> u8 {
     let auth = resolve_auth("relay", &a.conn.bearer, &a.conn.user, &a.conn.password);
     match runtime() {
-        Ok(rt) => rt.block_on(relay::run(a, auth)),
+        Ok(rt) => rt.block_on(relay::run(a, auth, effective)),
         Err(code) => code,
     }
 }
@@ -189,18 +201,41 @@ fn resolve_auth(
     }
 }
 
-/// The command line, parsed. Usage errors exit with clap's code 2, help/version with 0.
+/// The command line, parsed — for `searchwire relay` with the settings of its config file
+/// and `SEARCHWIRE_RELAY_*` variables added (`relay_config`), and where they came from.
+/// Usage errors exit with clap's code 2, help/version with 0.
 ///
 /// clap's errors quote the offending value (an invalid value, an unexpected argument)
 /// whole; one longer than [`searchwire::MAX_ECHO_CHARS`] is cut the way every other error
 /// message cuts a user's value ([`searchwire::echo`]), so a pasted file cannot flood the
-/// terminal.
-fn parse_args() -> Cli {
+/// terminal. An error about a value from the file or a variable says where it came from.
+fn parse_args() -> (Cli, Option<relay_config::Sources>, clap::ArgMatches) {
     use clap::error::ContextValue;
-    let e = match Cli::try_parse() {
-        Ok(cli) => return cli,
+    use clap::FromArgMatches;
+    let env = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v)))
+        .filter(|(k, _)| k.starts_with(relay_settings::ENV_PREFIX))
+        .collect();
+    let layered = match relay_config::layer(std::env::args_os().collect(), &env) {
+        Ok(l) => l,
+        Err(e) => {
+            output::error_message(e);
+            std::process::exit(i32::from(exit::USAGE));
+        }
+    };
+    let parsed = Cli::command()
+        .try_get_matches_from(&layered.argv)
+        .and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let e = match parsed {
+        Ok((cli, m)) => return (cli, layered.sources, m),
         Err(e) => e,
     };
+    let note = layered.sources.as_ref().and_then(|s| s.note(&e));
+    if let Some(note) = note {
+        output::stderr(&e.render().to_string());
+        output::stderr(&note);
+        std::process::exit(e.exit_code());
+    }
     let long: Vec<String> = e
         .context()
         .flat_map(|(_, v)| match v {

@@ -10,7 +10,9 @@ use clap::Args;
 use searchwire_queue::{EmbeddedConfig, Queue};
 use searchwire_relay::{
     config as defaults, AuthConfig, PassRule, PresentAs, PriorityRule, Relay, RelayConfig,
+    TlsFiles, TlsReload,
 };
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::connect::{connect, Auth, ConnectArgs};
 use crate::durations::{parse_duration_arg, parse_positive_duration};
@@ -50,6 +52,18 @@ SIGTERM/SIGINT: readiness 503 and new _bulk requests 503 for --drain-grace, then
 accepting, answer requests in flight, finish the delivery cycle within --drain-timeout, \
 release leased messages, exit 0. A second signal exits 130 at \
 once; nothing acknowledged is lost either way.
+TLS: --tls-cert/--tls-key serve HTTPS (TLS 1.3 and 1.2); SIGHUP, and a change of the \
+files (checked every --tls-reload-interval), reload them; a new pair that does not load is \
+logged and the previous one kept. --tls-client-ca requires client certificates signed by \
+that CA: a verified certificate authenticates its client (with --auth-token or --auth-user \
+too, both are needed); only the health paths answer a connection without one. A listen \
+address that is not loopback needs TLS (or --allow-plaintext behind a TLS-terminating \
+proxy) and an authentication (token, user or client CA): otherwise exit 2.
+Configuration: --config FILE (TOML) takes every flag by its name (url = [\"https://a:9200\"], \
+queue-dir = \"/var/lib/relay\", queue-only = true); each is also the environment variable \
+SEARCHWIRE_RELAY_<NAME> (SEARCHWIRE_RELAY_QUEUE_DIR; a repeatable flag takes one value per \
+line). Order: flag, then variable, then file, then default. --check prints the result \
+(secrets redacted) and exits 0 if it is valid, 2 if not.
 Exit codes: 0 stopped gracefully, 2 usage or configuration error (or the queue cannot be \
 opened), 130 forced by a second signal.";
 
@@ -64,7 +78,7 @@ pub struct RelayArgs {
     #[command(flatten)]
     pub compress: crate::compress_args::CompressArgs,
 
-    #[arg(long, value_name = "ADDR", default_value = defaults::LISTEN, help = "Address to serve the bulk endpoint on (not loopback: needs --auth-token or --auth-user)")]
+    #[arg(long, value_name = "ADDR", default_value = defaults::LISTEN, help = "Address to serve the bulk endpoint on (not loopback: needs TLS, or --allow-plaintext, and --auth-token, --auth-user or --tls-client-ca)")]
     pub listen: SocketAddr,
 
     #[arg(
@@ -90,8 +104,6 @@ pub struct RelayArgs {
     #[arg(
         long,
         value_name = "TOKEN",
-        env = "SEARCHWIRE_RELAY_TOKEN",
-        hide_env_values = true,
         conflicts_with = "auth_user",
         help = "Require Authorization: Bearer TOKEN from clients"
     )]
@@ -105,14 +117,54 @@ pub struct RelayArgs {
     )]
     pub auth_user: Option<String>,
 
+    #[arg(long, value_name = "PASSWORD", help = "Password for --auth-user")]
+    pub auth_password: Option<String>,
+
     #[arg(
         long,
-        value_name = "PASSWORD",
-        env = "SEARCHWIRE_RELAY_PASSWORD",
-        hide_env_values = true,
-        help = "Password for --auth-user"
+        value_name = "FILE",
+        requires = "tls_key",
+        help = "Serve HTTPS (TLS 1.3 and 1.2) with this certificate chain (PEM, leaf first); reloaded on SIGHUP and when the files change"
     )]
-    pub auth_password: Option<String>,
+    pub tls_cert: Option<PathBuf>,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_cert",
+        help = "The private key (PEM) of --tls-cert"
+    )]
+    pub tls_key: Option<PathBuf>,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "tls_cert",
+        help = "Mutual TLS: require client certificates signed by the CA(s) in this PEM file; a verified certificate authenticates its client (only the health paths answer without one)"
+    )]
+    pub tls_client_ca: Option<PathBuf>,
+
+    #[arg(long, value_name = "DUR", value_parser = parse_duration_arg, default_value = "10s", help = "How often the TLS files are checked for changes (0s: only on SIGHUP)")]
+    pub tls_reload_interval: Duration,
+
+    #[arg(
+        long,
+        help = "Allow a non-loopback --listen without TLS (a proxy in front terminates TLS)"
+    )]
+    pub allow_plaintext: bool,
+
+    #[arg(
+        long,
+        value_name = "FILE",
+        help = "Read settings from this TOML file: each key is a flag's name (queue-dir = \"/var/lib/relay\"); flags, then SEARCHWIRE_RELAY_<NAME> variables, override it"
+    )]
+    pub config: Option<PathBuf>,
+
+    #[arg(
+        long,
+        help = "Validate the configuration, print it (secrets redacted) with where each value came from, and exit: 0 valid, 2 not"
+    )]
+    pub check: bool,
 
     #[arg(long, value_name = "DUR", value_parser = parse_positive_duration, default_value = "60s", help = "How long a delivery holds its messages; a dead relay's are delivered by others after this (Redis)")]
     pub lease_timeout: Duration,
@@ -201,11 +253,17 @@ fn parse_priority(s: &str) -> Result<PriorityRule, String> {
     })
 }
 
-/// Runs the relay; returns the exit code.
-pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
+/// Runs the relay (or, with `--check`, validates and prints `effective`, the configuration
+/// with each value's source); returns the exit code.
+pub async fn run(a: RelayArgs, auth: Auth, effective: Option<String>) -> u8 {
+    if a.check {
+        return check(&a, auth, effective.as_deref().unwrap_or_default());
+    }
     // The handlers are installed before the port is bound: a SIGTERM that arrives once the
-    // relay answers must start the graceful shutdown, never kill the process outright.
+    // relay answers must start the graceful shutdown, never kill the process outright; a
+    // SIGHUP reloads the TLS certificate instead of ending the process.
     let signals = Signals::install();
+    let hangups = signal(SignalKind::hangup()).ok();
     let handle = match crate::metrics::install() {
         Ok(h) => Some(h),
         Err(e) => {
@@ -222,25 +280,13 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
             return exit::USAGE;
         }
     };
-    let queue = match open_queue(&a).await {
-        Ok(q) => q,
-        Err(e) => {
-            output::error_message(e);
-            return exit::USAGE;
-        }
-    };
-    let auth = match (&a.auth_token, &a.auth_user, &a.auth_password) {
-        (Some(t), _, _) => AuthConfig::Bearer(t.clone()),
-        (None, Some(u), Some(p)) => AuthConfig::Basic {
-            user: u.clone(),
-            password: p.clone(),
-        },
-        _ => AuthConfig::None,
-    };
+    let auth = relay_auth(&a);
     let pass_through = pass_through(&a);
     let config = RelayConfig {
         listen: a.listen,
         auth,
+        tls: tls_files(&a),
+        allow_plaintext: a.allow_plaintext,
         backlog_threshold: a.backlog_threshold,
         drain_timeout: a.drain_timeout,
         drain_grace: a.drain_grace,
@@ -251,11 +297,18 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
         delivery_batch: a.delivery_batch,
         bulk_concurrency: a.bulk_concurrency,
         max_connections: a.max_connections,
-        priority_rules: a.priority,
+        priority_rules: a.priority.clone(),
         queue_only: a.queue_only,
         advertise_address: a.advertise_address.clone(),
         pass_through,
         ..RelayConfig::default()
+    };
+    let queue = match open_queue(&a).await {
+        Ok(q) => q,
+        Err(e) => {
+            output::error_message(e);
+            return exit::USAGE;
+        }
     };
     let mut relay = match Relay::bind(config, client, queue).await {
         Ok(r) => r,
@@ -267,11 +320,21 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
     if let Some(h) = handle {
         relay = relay.metrics_render(Arc::new(move || h.render()));
     }
+    if let Some(h) = hangups {
+        reload_on_hangup(h, relay.tls_reload());
+    }
     let addr = relay
         .local_addr()
         .map_or_else(|_| a.listen.to_string(), |x| x.to_string());
+    let scheme = if a.tls_cert.is_some() {
+        "https"
+    } else {
+        "http"
+    };
     // One line on stderr that scripts wait for.
-    output::stderr(&format!("searchwire relay listening on http://{addr}\n"));
+    output::stderr(&format!(
+        "searchwire relay listening on {scheme}://{addr}\n"
+    ));
     let report = relay.run(first_signal(signals)).await;
     output::stderr(&format!(
         "searchwire relay stopped: {} leased messages released, delivery {}, connections {}\n",
@@ -289,6 +352,95 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
     ));
     exit::SUCCESS
 }
+
+/// The clients' credentials the relay requires.
+fn relay_auth(a: &RelayArgs) -> AuthConfig {
+    match (&a.auth_token, &a.auth_user, &a.auth_password) {
+        (Some(t), _, _) => AuthConfig::Bearer(t.clone()),
+        (None, Some(u), Some(p)) => AuthConfig::Basic {
+            user: u.clone(),
+            password: p.clone(),
+        },
+        _ => AuthConfig::None,
+    }
+}
+
+/// The listener's TLS files, when `--tls-cert` is given (clap requires `--tls-key` with it).
+fn tls_files(a: &RelayArgs) -> Option<TlsFiles> {
+    let (cert, key) = (a.tls_cert.clone()?, a.tls_key.clone()?);
+    Some(TlsFiles {
+        client_ca: a.tls_client_ca.clone(),
+        reload_interval: a.tls_reload_interval,
+        ..TlsFiles::new(cert, key)
+    })
+}
+
+/// `--check`: prints the effective configuration, then checks what the relay checks before
+/// it binds (the cluster client, the settings, the TLS files), without opening the queue or
+/// the port. Every problem is reported; exit 0 or 2.
+fn check(a: &RelayArgs, auth: Auth, effective: &str) -> u8 {
+    output::stdout(effective.as_bytes());
+    let mut problems = Vec::new();
+    if let Err(e) = connect(&a.conn, auth).and_then(|b| b.build().map_err(|e| e.to_string())) {
+        problems.push(e);
+    }
+    // What `RelayConfig::validate` reads, as `run` sets it.
+    let config = RelayConfig {
+        listen: a.listen,
+        auth: relay_auth(a),
+        tls: tls_files(a),
+        allow_plaintext: a.allow_plaintext,
+        max_body_bytes: a.max_body_bytes,
+        live_budget: a.live_budget,
+        delivery_batch: a.delivery_batch,
+        max_connections: a.max_connections,
+        ..RelayConfig::default()
+    };
+    if let Err(e) = config.validate() {
+        problems.push(e);
+    }
+    let mut tls = String::new();
+    if let Some(files) = &config.tls {
+        match searchwire_relay::tls::check(files) {
+            Ok(fingerprint) => tls = format!(", TLS certificate {fingerprint}"),
+            Err(e) => problems.push(e),
+        }
+    }
+    if problems.is_empty() {
+        output::stderr(&format!(
+            "searchwire relay: the configuration is valid{tls}\n"
+        ));
+        return exit::SUCCESS;
+    }
+    for p in problems {
+        output::error_message(p);
+    }
+    exit::USAGE
+}
+
+/// Each SIGHUP reloads the TLS certificate, key and client CA (a failure is logged by the
+/// relay, which keeps the previous certificate).
+fn reload_on_hangup(mut hangups: Signal, reload: Option<TlsReload>) {
+    tokio::spawn(async move {
+        while hangups.recv().await.is_some() {
+            match &reload {
+                Some(r) => {
+                    if let Ok(fingerprint) = r.reload() {
+                        output::stderr(&format!(
+                            "searchwire relay: SIGHUP: TLS certificate reloaded ({fingerprint})\n"
+                        ));
+                    }
+                }
+                None => {
+                    output::stderr("searchwire relay: SIGHUP: nothing to reload (no --tls-cert)\n")
+                }
+            }
+        }
+    });
+}
+
+// The default is the relay's, spelled for clap.
+const _: () = assert!(defaults::TLS_RELOAD_INTERVAL.as_secs() == 10);
 
 async fn open_queue(a: &RelayArgs) -> Result<Queue, String> {
     if let Some(mut cfg) = a.redis_ha.config(a.redis.as_deref()) {

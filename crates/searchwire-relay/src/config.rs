@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::pattern::{self, Methods};
 use crate::product::PresentAs;
+use crate::tls_files::TlsFiles;
 
 /// The request header that sets a bulk request's queue priority (0–255, higher first).
 pub const PRIORITY_HEADER: &str = "x-searchwire-priority";
@@ -60,6 +61,8 @@ pub const BULK_CONCURRENCY: usize = searchwire_bulk::defaults::MAX_CONCURRENCY;
 /// because a client waits for its answer; items of concurrent requests that arrive while every
 /// request slot is busy share the next `_bulk` anyway.
 pub const BULK_LINGER: Duration = Duration::from_millis(2);
+/// How often the TLS files are checked for changes (defined with [`TlsFiles`]).
+pub use crate::tls_files::TLS_RELOAD_INTERVAL;
 
 fn secs(d: Duration) -> String {
     if d.subsec_millis() == 0 {
@@ -161,6 +164,11 @@ pub fn defaults() -> Vec<(&'static str, String, &'static str)> {
             "bulk linger",
             secs(BULK_LINGER),
             "a partly filled batch waits this long for more items; a client is waiting",
+        ),
+        (
+            "TLS reload interval",
+            secs(TLS_RELOAD_INTERVAL),
+            "a renewed certificate is served within this without a SIGHUP; three stat calls",
         ),
     ]
 }
@@ -310,8 +318,14 @@ pub struct PriorityRule {
 pub struct RelayConfig {
     /// Where to listen. Default [`LISTEN`].
     pub listen: SocketAddr,
-    /// Authentication; required unless `listen` is a loopback address.
+    /// Authentication; required unless `listen` is a loopback address (or a client CA
+    /// authenticates clients by certificate, [`TlsFiles::client_ca`]).
     pub auth: AuthConfig,
+    /// TLS on the listener; required unless `listen` is a loopback address or
+    /// `allow_plaintext` is set.
+    pub tls: Option<TlsFiles>,
+    /// Listen in plaintext on a non-loopback address (a proxy in front terminates TLS).
+    pub allow_plaintext: bool,
     /// Default [`BACKLOG_THRESHOLD`].
     pub backlog_threshold: u64,
     /// Default [`DRAIN_TIMEOUT`].
@@ -364,6 +378,8 @@ impl Default for RelayConfig {
         RelayConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 9280)),
             auth: AuthConfig::None,
+            tls: None,
+            allow_plaintext: false,
             backlog_threshold: BACKLOG_THRESHOLD,
             drain_timeout: DRAIN_TIMEOUT,
             drain_grace: DRAIN_GRACE,
@@ -393,11 +409,23 @@ impl Default for RelayConfig {
 impl RelayConfig {
     /// Checks the settings; the error is a sentence naming the setting.
     pub fn validate(&self) -> Result<(), String> {
-        if !self.listen.ip().is_loopback() && matches!(self.auth, AuthConfig::None) {
+        let public = !self.listen.ip().is_loopback();
+        if public && self.tls.is_none() && !self.allow_plaintext {
+            return Err(format!(
+                "refusing to listen on {} in plaintext: credentials and documents would cross \
+                 the network unencrypted; give --tls-cert FILE --tls-key FILE (PEM), or \
+                 --allow-plaintext when a proxy in front of the relay terminates TLS, or \
+                 listen on 127.0.0.1",
+                self.listen
+            ));
+        }
+        let by_certificate = self.tls.as_ref().is_some_and(|t| t.client_ca.is_some());
+        if public && matches!(self.auth, AuthConfig::None) && !by_certificate {
             return Err(format!(
                 "refusing to listen on {} without authentication: the relay writes to the \
                  cluster with its own credentials, so anyone who can reach it could write; \
-                 give --auth-token or --auth-user/--auth-password, or listen on 127.0.0.1",
+                 give --auth-token or --auth-user/--auth-password, or --tls-client-ca FILE \
+                 (client certificates), or listen on 127.0.0.1",
                 self.listen
             ));
         }
@@ -453,12 +481,46 @@ mod tests {
     fn non_loopback_needs_auth() {
         let mut c = RelayConfig {
             listen: "0.0.0.0:9280".parse().unwrap(),
+            allow_plaintext: true,
             ..RelayConfig::default()
         };
         assert!(c.validate().unwrap_err().contains("without authentication"));
         c.auth = AuthConfig::Bearer("t".into());
         assert!(c.validate().is_ok());
         assert!(!format!("{c:?}").contains("\"t\""));
+        // A client CA authenticates by certificate.
+        c.auth = AuthConfig::None;
+        c.tls = Some(TlsFiles {
+            client_ca: Some("ca.pem".into()),
+            ..TlsFiles::new("c.pem", "k.pem")
+        });
+        assert!(c.validate().is_ok());
+    }
+
+    #[test]
+    fn non_loopback_needs_tls_unless_plaintext_is_allowed() {
+        let mut c = RelayConfig {
+            listen: "0.0.0.0:9280".parse().unwrap(),
+            auth: AuthConfig::Bearer("t".into()),
+            ..RelayConfig::default()
+        };
+        let e = c.validate().unwrap_err();
+        assert!(e.contains("in plaintext"), "{e}");
+        assert!(e.contains("--tls-cert FILE --tls-key FILE"), "{e}");
+        assert!(e.contains("--allow-plaintext"), "{e}");
+        c.tls = Some(TlsFiles::new("c.pem", "k.pem"));
+        assert!(c.validate().is_ok());
+        c.tls = None;
+        c.allow_plaintext = true;
+        assert!(c.validate().is_ok());
+        // Loopback needs neither.
+        let c = RelayConfig::default();
+        assert!(c.validate().is_ok());
+        let c = RelayConfig {
+            listen: "[::1]:9280".parse().unwrap(),
+            ..RelayConfig::default()
+        };
+        assert!(c.validate().is_ok());
     }
 
     #[test]

@@ -61,6 +61,7 @@ mod delivery;
 mod discovery;
 pub mod filter_path;
 pub mod identity;
+mod listener;
 pub mod ndjson;
 mod passthrough;
 pub mod pattern;
@@ -70,15 +71,14 @@ pub mod send;
 mod server;
 mod single;
 mod state;
+pub mod tls;
+mod tls_files;
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use hyper_util::rt::{TokioIo, TokioTimer};
 use searchwire::Client;
 use searchwire_bulk::BulkIndexer;
 use searchwire_queue::Queue;
@@ -92,6 +92,8 @@ pub use identity::{FALLBACK_ES_VERSION, FALLBACK_VERSION};
 pub use product::{PresentAs, Product};
 pub use single::{OUTCOME_UNKNOWN, QUEUED_STATUS};
 pub use state::MetricsRender;
+pub use tls::TlsReload;
+pub use tls_files::TlsFiles;
 
 use state::Shared;
 
@@ -124,6 +126,12 @@ impl Relay {
     /// Checks `config` and binds its listen address. The error is a sentence for the user.
     pub async fn bind(config: RelayConfig, client: Client, queue: Queue) -> Result<Relay, String> {
         config.validate()?;
+        // The files are read before the port is bound: a bad certificate is an error at
+        // start, never a listener that fails every handshake.
+        let tls = match &config.tls {
+            Some(files) => Some(Arc::new(tls::Tls::new(files.clone())?)),
+            None => None,
+        };
         let listener = TcpListener::bind(config.listen)
             .await
             .map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
@@ -141,6 +149,7 @@ impl Relay {
                 wake: Notify::new(),
                 learned: Mutex::new(state::Learned::default()),
                 metrics: None,
+                tls,
             }),
             listener,
         })
@@ -152,6 +161,11 @@ impl Relay {
             s.metrics = Some(render);
         }
         self
+    }
+
+    /// Reloads the listener's TLS certificate from its files (SIGHUP); `None` without TLS.
+    pub fn tls_reload(&self) -> Option<TlsReload> {
+        self.shared.tls.clone().map(TlsReload)
     }
 
     /// The address it listens on (the port, when bound to port 0).
@@ -185,9 +199,13 @@ impl Relay {
             stop_rx.clone(),
             known,
         ));
+        let tls_watch = shared
+            .tls
+            .clone()
+            .map(|t| tokio::spawn(t.watch(stop_rx.clone())));
         let conns = Arc::new(Semaphore::new(cfg.max_connections));
         // Boxed so that dropping it closes the listener (and gives back its permit).
-        let mut accept = Box::pin(accept_loop(
+        let mut accept = Box::pin(listener::accept_loop(
             shared.clone(),
             listener,
             conns.clone(),
@@ -216,6 +234,9 @@ impl Relay {
         tracing::info!("not accepting connections any more, draining");
         let _ = stop_tx.send(true);
         identity.abort();
+        if let Some(t) = tls_watch {
+            t.abort();
+        }
         let delivery_drained = match delivery {
             None => true,
             Some(mut task) => {
@@ -288,52 +309,4 @@ fn indexers(cfg: &RelayConfig, client: &Client) -> Result<(BulkIndexer, BulkInde
         .build()
         .map_err(|e| e.to_string())?;
     Ok((live, delivering))
-}
-
-async fn accept_loop(
-    shared: Arc<Shared>,
-    listener: TcpListener,
-    conns: Arc<Semaphore>,
-    stop: watch::Receiver<bool>,
-) {
-    loop {
-        let Ok(permit) = conns.clone().acquire_owned().await else {
-            return;
-        };
-        let (stream, _) = match listener.accept().await {
-            Ok(s) => s,
-            Err(e) => {
-                // Out of file descriptors and the like: try again shortly rather than spin.
-                tracing::warn!(error = %e, "accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        metrics::counter!("searchwire_relay_connections_total").increment(1);
-        let shared = shared.clone();
-        let mut stop = stop.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            let svc_shared = shared.clone();
-            let service = hyper::service::service_fn(move |req| {
-                let s = svc_shared.clone();
-                async move { Ok::<_, Infallible>(server::handle(s, req).await) }
-            });
-            let mut http = hyper::server::conn::http1::Builder::new();
-            http.timer(TokioTimer::new())
-                .header_read_timeout(shared.config.header_read_timeout);
-            let conn = http.serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            let stopping = async move {
-                let _ = stop.wait_for(|s| *s).await;
-            };
-            tokio::select! {
-                _ = conn.as_mut() => {}
-                _ = stopping => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = conn.await;
-                }
-            }
-        });
-    }
 }

@@ -87,3 +87,15 @@ pub fn unauthorized() -> Answer {
         "missing or wrong credentials for the searchwire relay",
     )
 }
+
+/// The 401 of a request over a connection without a verified client certificate, when the
+/// relay requires one (`--tls-client-ca`).
+pub fn certificate_required() -> Answer {
+    metrics::counter!("searchwire_relay_requests_total", "result" => "unauthorized").increment(1);
+    Answer::error(
+        StatusCode::UNAUTHORIZED,
+        "security_exception",
+        "the searchwire relay requires a client certificate signed by its --tls-client-ca; \
+         connect with one (only the health paths answer without)",
+    )
+}

@@ -19,6 +19,7 @@ use crate::ndjson::Defaults;
 use crate::pattern::{self, Methods};
 use crate::route::{self, Access, Call, Handled, Route};
 use crate::state::Shared;
+use crate::tls::ClientCertified;
 use crate::{discovery, passthrough, single};
 
 use crate::config::PRIORITY_HEADER;
@@ -188,6 +189,14 @@ async fn route(shared: &Arc<Shared>, req: Request<Incoming>) -> Answer {
     let Some((row, params)) = route::find(ROUTES, req.method(), &segs) else {
         return not_found_answer(req.method(), req.uri().path());
     };
+    // Mutual TLS: only the health paths answer a connection without a verified client
+    // certificate (load balancers' probes present none).
+    if row.access != Access::Public
+        && shared.tls.as_ref().is_some_and(|t| t.mutual())
+        && req.extensions().get::<ClientCertified>().is_none()
+    {
+        return route::certificate_required();
+    }
     let relay_client = authorized(&shared.config.auth, req.headers());
     match row.access {
         Access::Public | Access::Forwarded => {}

@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     /// What the fronted cluster's `GET /` said, once it answered.
     pub learned: Mutex<Learned>,
     pub metrics: Option<MetricsRender>,
+    /// TLS on the listener (`RelayConfig::tls`), its configuration reloadable.
+    pub tls: Option<Arc<crate::tls::Tls>>,
 }
 
 /// What the relay last learned from the cluster's `GET /`.

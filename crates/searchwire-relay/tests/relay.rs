@@ -651,6 +651,7 @@ async fn a_public_address_without_credentials_is_refused() {
     let e = Relay::bind(
         RelayConfig {
             listen: "0.0.0.0:0".parse().unwrap(),
+            allow_plaintext: true,
             ..RelayConfig::default()
         },
         client,
