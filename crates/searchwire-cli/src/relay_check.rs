@@ -72,7 +72,12 @@ fn value(s: &Setting, m: &ArgMatches) -> Option<String> {
         let items: Vec<String> = raw.iter().map(|v| one(v)).collect();
         return Some(format!("[{}]", items.join(", ")));
     }
-    raw.first().map(|v| one(v))
+    match raw.first() {
+        Some(v) => Some(one(v)),
+        // Given without its optional value (`--compress`).
+        None if s.optional_value && m.contains_id(&s.id) => Some("true".to_owned()),
+        None => None,
+    }
 }
 
 /// A TOML basic string.

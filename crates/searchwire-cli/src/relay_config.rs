@@ -230,6 +230,13 @@ fn from_variable(s: &Setting, value: &OsString) -> Result<Vec<String>, String> {
                 s.env
             )),
         },
+        Kind::Integer | Kind::Text if s.optional_value => {
+            match text.trim().to_ascii_lowercase().as_str() {
+                "true" | "yes" | "on" => Ok(vec![flag]),
+                "false" | "no" | "off" => Ok(Vec::new()),
+                _ => Ok(vec![format!("{flag}={text}")]),
+            }
+        }
         Kind::Integer | Kind::Text if s.repeated => Ok(text
             .lines()
             .map(|l| l.trim_end_matches('\r'))

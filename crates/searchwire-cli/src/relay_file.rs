@@ -118,6 +118,8 @@ fn scalar(s: &Setting, flag: &str, v: &DeValue<'_>) -> Result<Vec<String>, Strin
     match (s.kind, v) {
         (Kind::Switch, DeValue::Boolean(true)) => Ok(vec![flag.to_owned()]),
         (Kind::Switch, DeValue::Boolean(false)) => Ok(Vec::new()),
+        (_, DeValue::Boolean(true)) if s.optional_value => Ok(vec![flag.to_owned()]),
+        (_, DeValue::Boolean(false)) if s.optional_value => Ok(Vec::new()),
         (Kind::Count, DeValue::Integer(n)) => match u8::from_str_radix(n.as_str(), n.radix()) {
             Ok(n) => Ok(vec![flag.to_owned(); usize::from(n)]),
             Err(_) => Err("an integer out of range (0 to 255)".to_owned()),

@@ -39,6 +39,9 @@ pub(crate) struct Setting {
     pub kind: Kind,
     /// Repeatable: an array in the file, one value per line in the variable.
     pub repeated: bool,
+    /// Its value may be left out (`--compress` or `--compress=4096`): `true` in the file or
+    /// the variable gives the flag alone, `false` leaves it out.
+    pub optional_value: bool,
     /// The flag's value name (`DIR`), for messages.
     pub value_name: String,
     /// Its value is a secret: printed as `<redacted>`.
@@ -56,6 +59,8 @@ impl Setting {
         };
         if self.repeated {
             format!("{one}, or an array of them")
+        } else if self.optional_value {
+            format!("{one}, or a boolean")
         } else {
             one
         }
@@ -119,6 +124,11 @@ pub(crate) fn settings(cmd: &Command) -> Vec<Setting> {
                 env: env_name(key),
                 kind,
                 repeated: matches!(arg.get_action(), ArgAction::Append),
+                optional_value: arg.get_num_args().is_some_and(|n| n.min_values() == 0)
+                    && !matches!(
+                        arg.get_action(),
+                        ArgAction::SetTrue | ArgAction::SetFalse | ArgAction::Count
+                    ),
                 value_name,
                 secret: SECRET_WORDS.iter().any(|w| key.contains(w)),
             })

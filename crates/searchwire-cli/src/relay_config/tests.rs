@@ -146,6 +146,35 @@ fn switches_and_counts_from_the_file_and_variables() {
 }
 
 #[test]
+fn a_flag_with_an_optional_value_takes_a_boolean_or_the_value() {
+    // `--compress[=MIN_BYTES]`: `true` is the flag alone, a number its value, `false` off.
+    let base = "url = \"http://a\"\nqueue-dir = \"q\"\n";
+    let (_d, on) = file(&format!("{base}compress = true\n"));
+    let (a, _) = relay(&["--config", &on], &[]).unwrap();
+    assert_eq!(a.compress.compress, Some(None));
+    let (_d2, sized) = file(&format!("{base}compress = 4096\n"));
+    let (a, _) = relay(&["--config", &sized], &[]).unwrap();
+    assert_eq!(a.compress.compress, Some(Some(4096)));
+    let (a, _) = relay(
+        &["--config", &on],
+        &[("SEARCHWIRE_RELAY_COMPRESS", "false")],
+    )
+    .unwrap();
+    assert_eq!(a.compress.compress, None);
+    let (a, _) = relay(
+        &["--config", &sized],
+        &[("SEARCHWIRE_RELAY_COMPRESS", "on")],
+    )
+    .unwrap();
+    assert_eq!(a.compress.compress, Some(None));
+    let (a, _) = relay(&["--config", &on], &[("SEARCHWIRE_RELAY_COMPRESS", "2048")]).unwrap();
+    assert_eq!(a.compress.compress, Some(Some(2048)));
+    let (_d3, bad) = file(&format!("{base}compress = \"big\"\n"));
+    let e = relay(&["--config", &bad], &[]).unwrap_err();
+    assert!(e.contains("compress") && e.contains("or a boolean"), "{e}");
+}
+
+#[test]
 fn the_file_and_variables_can_give_what_clap_requires_and_the_config_path_itself() {
     let (_d, path) = file("url = \"http://a\"\nqueue-dir = \"q\"\nauth-user = \"u\"\n");
     // --auth-user requires --auth-password: the variable gives it.

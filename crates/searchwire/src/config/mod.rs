@@ -2,9 +2,9 @@
 //! [`ClientBuilder::build`], never a surprise at the first request. The setters are here;
 //! the checks `build` runs are in `validate`.
 
+mod compression;
 mod read_path;
 mod selection;
-mod compression;
 mod validate;
 
 use std::fmt;
