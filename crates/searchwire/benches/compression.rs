@@ -8,7 +8,7 @@
 //! COMPRESSION_ROUNDS=9 cargo bench -p searchwire --bench compression
 //! ```
 //!
-//! The documents are generated (seeded): ~200 B access-log lines and ~2 KB application
+//! The documents are generated (seeded): ~250 B access-log lines and ~1.5 KB application
 //! logs with Kubernetes metadata, each with a random trace id and client address and the
 //! UUIDv7-like `_id` the indexer assigns, 1,000 actions per body (the indexer's default).
 //! CPU is the thread's own (`CLOCK_THREAD_CPUTIME_ID`); figures are medians over rounds.
@@ -28,10 +28,10 @@ fn main() {
     println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     for (name, make) in [
         (
-            "~200 B access logs",
+            "~250 B access logs",
             access_log as fn(&mut fastrand::Rng, u64) -> String,
         ),
-        ("~2 KB application logs", app_log),
+        ("~1.5 KB application logs", app_log),
     ] {
         let mut rng = fastrand::Rng::with_seed(42);
         let bodies: Vec<Vec<u8>> = (0..BODIES)

@@ -225,12 +225,13 @@ async fn exchange(
     inflate: bool,
 ) -> Result<RawResponse, SendError> {
     let (tx, resp) = send_on_a_connection(&conns, req).await?;
-    let body = read_body(resp, max).await?;
+    let mut raw = read_body(resp, max).await?;
     conns.put(tx);
     if inflate {
-        return crate::http::inflate::answer(body, max).await;
+        let body = std::mem::take(&mut raw.body);
+        raw.body = crate::http::inflate::answer(&mut raw.headers, body, max).await?;
     }
-    Ok(body)
+    Ok(raw)
 }
 
 /// Sends the request head and body and waits for the response head.

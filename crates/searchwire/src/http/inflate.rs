@@ -6,18 +6,23 @@
 
 use bytes::Bytes;
 use http::header::{CONTENT_ENCODING, CONTENT_LENGTH};
+use http::HeaderMap;
 
 use crate::classify::OutcomeKind;
-use crate::http::connector::{RawResponse, SendError};
 use crate::http::gzip::{gunzip_bounded, BLOCKING_FROM};
+use crate::http::send_error::SendError;
 
-/// `raw` with its body inflated when it is gzip-encoded (its `Content-Encoding` and
-/// `Content-Length` removed: they described the compressed body); otherwise as it came.
-pub(crate) async fn answer(mut raw: RawResponse, max: usize) -> Result<RawResponse, SendError> {
-    if !is_gzip(&raw) {
-        return Ok(raw);
+/// An answer's body inflated when it is gzip-encoded (its `Content-Encoding` and
+/// `Content-Length` removed from `headers`: they described the compressed body); otherwise
+/// as it came.
+pub(crate) async fn answer(
+    headers: &mut HeaderMap,
+    body: Bytes,
+    max: usize,
+) -> Result<Bytes, SendError> {
+    if !is_gzip(headers) {
+        return Ok(body);
     }
-    let body = std::mem::take(&mut raw.body);
     let inflated = if body.len() >= BLOCKING_FROM {
         tokio::task::spawn_blocking(move || gunzip_bounded(&body, max))
             .await
@@ -30,10 +35,9 @@ pub(crate) async fn answer(mut raw: RawResponse, max: usize) -> Result<RawRespon
     };
     match inflated {
         Ok(Some(v)) => {
-            raw.body = Bytes::from(v);
-            raw.headers.remove(CONTENT_ENCODING);
-            raw.headers.remove(CONTENT_LENGTH);
-            Ok(raw)
+            headers.remove(CONTENT_ENCODING);
+            headers.remove(CONTENT_LENGTH);
+            Ok(Bytes::from(v))
         }
         Ok(None) => Err(SendError {
             kind: OutcomeKind::TooLarge,
@@ -54,9 +58,8 @@ pub(crate) async fn answer(mut raw: RawResponse, max: usize) -> Result<RawRespon
 }
 
 /// Whether the answer's `Content-Encoding` is gzip (`x-gzip` too), and only that.
-fn is_gzip(raw: &RawResponse) -> bool {
-    let mut codings = raw
-        .headers
+fn is_gzip(headers: &HeaderMap) -> bool {
+    let mut codings = headers
         .get_all(CONTENT_ENCODING)
         .iter()
         .filter_map(|v| v.to_str().ok())
