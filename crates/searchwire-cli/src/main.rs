@@ -18,6 +18,7 @@
 
 mod args;
 mod connect;
+mod dead_letters;
 mod durations;
 mod exit;
 mod explain;
@@ -32,6 +33,7 @@ mod output;
 mod queue;
 mod redis_args;
 mod relay;
+mod relay_limits;
 mod request;
 mod signals;
 

@@ -5,6 +5,8 @@
 //! - `list [--dead-letters]`: queued messages (or dead letters) by id, one per line.
 //! - `replay --all | --id ID...`: dead letters back into the queue, due now.
 //! - `purge --all | --id ID...`: dead letters deleted for good.
+//! - `dead-letters list|show|replay|purge`: dead letters chosen by index, error type and age
+//!   (`crate::dead_letters`).
 //! - `deliver --url ...`: drains the queue into the cluster (the bulk crate's delivery loop,
 //!   [`searchwire_bulk::deliver`], as `searchwire ingest` uses it after its input). Unlike
 //!   the others, it leases.
@@ -36,6 +38,9 @@ pub enum QueueCommand {
     Purge(SelectArgs),
     /// Drain the queue into the cluster: lease, send, ack (until it is empty or --timeout).
     Deliver(Box<DeliverArgs>),
+    /// Dead letters chosen by index, error type and age: list, show, replay, purge.
+    #[command(subcommand, after_help = crate::dead_letters::AFTER_HELP)]
+    DeadLetters(crate::dead_letters::DeadLettersCommand),
 }
 
 /// `queue deliver`
@@ -157,7 +162,14 @@ pub async fn run(cmd: QueueCommand, auth: crate::connect::Auth) -> u8 {
         QueueCommand::Stats(a) => &a.queue,
         QueueCommand::List(a) => &a.queue,
         QueueCommand::Replay(a) | QueueCommand::Purge(a) => &a.queue,
+        QueueCommand::DeadLetters(d) => d.queue_args(),
     };
+    if let QueueCommand::DeadLetters(d) = &cmd {
+        if let Some(e) = d.usage_error() {
+            output::error_message(e);
+            return exit::USAGE;
+        }
+    }
     if let QueueCommand::Purge(a) = &cmd {
         if !a.yes {
             output::error_message("purge deletes dead letters for good: add --yes to confirm");
@@ -178,6 +190,19 @@ pub async fn run(cmd: QueueCommand, auth: crate::connect::Auth) -> u8 {
     }
     let result = match cmd {
         QueueCommand::Deliver(_) => Ok(String::new()),
+        QueueCommand::DeadLetters(d) => match crate::dead_letters::run(&queue, &d).await {
+            Ok(crate::dead_letters::Outcome::Text(t)) => Ok(t),
+            Ok(crate::dead_letters::Outcome::NotFound(id)) => {
+                if let Queue::Embedded(q) = &queue {
+                    let _ = q.close().await;
+                }
+                output::error_message(format!(
+                    "no dead letter has id {id} (see `searchwire queue dead-letters list`)"
+                ));
+                return exit::HTTP_ERROR;
+            }
+            Err(e) => Err(e),
+        },
         QueueCommand::Stats(_) => queue.stats().await.map(|s| render_stats(&s, json)),
         QueueCommand::List(a) => list(&queue, &a).await,
         QueueCommand::Replay(a) => queue.replay(&a.selection()).await.map(|r| {
@@ -408,7 +433,7 @@ fn one_line(s: &str) -> String {
 }
 
 #[derive(Serialize)]
-struct Listed<'a> {
+pub(crate) struct Listed<'a> {
     #[serde(flatten)]
     message: &'a Message,
     payload_bytes: usize,
@@ -418,7 +443,7 @@ struct Listed<'a> {
 }
 
 impl<'a> Listed<'a> {
-    fn new(m: &'a Message) -> Self {
+    pub(crate) fn new(m: &'a Message) -> Self {
         let text = std::str::from_utf8(&m.payload).ok();
         Listed {
             message: m,

@@ -165,6 +165,12 @@ pub struct RelayArgs {
         help = "Start the --pass-through list empty instead of from the defaults (reads, _refresh, index, data stream and template creation)"
     )]
     pub no_default_pass_through: bool,
+
+    #[arg(long, value_name = "BYTES", value_parser = crate::relay_limits::parse_bytes, help = "Largest size of the queue (queued items and dead letters, estimated); at it, new writes get 429 with Retry-After and readiness is 503 [default: embedded, half the free disk of --queue-dir at start; Redis, none (maxmemory bounds it)]")]
+    pub max_queue_bytes: Option<u64>,
+
+    #[arg(long, value_name = "BYTES", value_parser = crate::relay_limits::parse_bytes, help = "Embedded queue: free space its filesystem keeps; below it, new writes get 429 and readiness is 503 [default: 5% of the filesystem, at most 1GiB]")]
+    pub min_free_disk_bytes: Option<u64>,
 }
 
 /// The pass-through allow list: the defaults (unless `--no-default-pass-through`), then
@@ -229,6 +235,13 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
         },
         _ => AuthConfig::None,
     };
+    let limits = match crate::relay_limits::limits(&a) {
+        Ok(l) => l,
+        Err(e) => {
+            output::error_message(e);
+            return exit::USAGE;
+        }
+    };
     let pass_through = pass_through(&a);
     let config = RelayConfig {
         listen: a.listen,
@@ -255,6 +268,7 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
             return exit::USAGE;
         }
     };
+    relay = relay.admission(limits);
     if let Some(h) = handle {
         relay = relay.metrics_render(Arc::new(move || h.render()));
     }

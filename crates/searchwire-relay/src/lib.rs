@@ -55,6 +55,8 @@
 #![allow(clippy::result_large_err)]
 
 pub mod accept;
+mod admin;
+pub mod admission;
 mod body;
 pub mod config;
 mod delivery;
@@ -141,6 +143,7 @@ impl Relay {
                 wake: Notify::new(),
                 learned: Mutex::new(state::Learned::default()),
                 metrics: None,
+                admission: admission::Admission::new(admission::AdmissionConfig::default()),
             }),
             listener,
         })
@@ -150,6 +153,15 @@ impl Relay {
     pub fn metrics_render(mut self, render: MetricsRender) -> Self {
         if let Some(s) = Arc::get_mut(&mut self.shared) {
             s.metrics = Some(render);
+        }
+        self
+    }
+
+    /// Bounds the queue under overload with these limits (see [`admission`]); without this
+    /// call there is none.
+    pub fn admission(mut self, config: admission::AdmissionConfig) -> Self {
+        if let Some(s) = Arc::get_mut(&mut self.shared) {
+            s.admission = admission::Admission::new(config);
         }
         self
     }
@@ -174,6 +186,9 @@ impl Relay {
             Err(e) => tracing::warn!(error = %e, "cannot release a previous run's leases"),
         }
         let (stop_tx, stop_rx) = watch::channel(false);
+        // The queue's size and the free disk are known before the first write is admitted.
+        admission::refresh(&shared).await;
+        let admission = tokio::spawn(admission::refresh_loop(shared.clone(), stop_rx.clone()));
         let delivery = cfg
             .deliver
             .then(|| tokio::spawn(delivery::run(shared.clone(), stop_rx.clone())));
@@ -216,6 +231,7 @@ impl Relay {
         tracing::info!("not accepting connections any more, draining");
         let _ = stop_tx.send(true);
         identity.abort();
+        admission.abort();
         let delivery_drained = match delivery {
             None => true,
             Some(mut task) => {

@@ -19,7 +19,7 @@ use crate::ndjson::Defaults;
 use crate::pattern::{self, Methods};
 use crate::route::{self, Access, Call, Handled, Route};
 use crate::state::Shared;
-use crate::{discovery, passthrough, single};
+use crate::{admin, discovery, passthrough, single};
 
 use crate::config::PRIORITY_HEADER;
 
@@ -156,6 +156,34 @@ pub(crate) static ROUTES: &[Route] = &[
         when: None,
         access: Access::Write,
         handler: single_write,
+    },
+    Route {
+        methods: Methods::POST,
+        pattern: "/_searchwire/dead_letters/_replay",
+        when: None,
+        access: Access::Relay,
+        handler: admin::replay,
+    },
+    Route {
+        methods: Methods::POST,
+        pattern: "/_searchwire/dead_letters/_purge",
+        when: None,
+        access: Access::Relay,
+        handler: admin::purge,
+    },
+    Route {
+        methods: Methods::GET,
+        pattern: "/_searchwire/dead_letters",
+        when: None,
+        access: Access::Relay,
+        handler: admin::list,
+    },
+    Route {
+        methods: Methods::GET,
+        pattern: "/_searchwire/dead_letters/{id}",
+        when: None,
+        access: Access::Relay,
+        handler: admin::show,
     },
     Route {
         methods: Methods::GET,
@@ -396,10 +424,11 @@ pub(crate) async fn health(shared: &Shared) -> Answer {
     match shared.queue.stats().await {
         Ok(s) => {
             let over = s.backlog > shared.config.backlog_threshold;
-            let ready = !draining && !over;
+            let overloaded = shared.admission.overloaded();
+            let ready = !draining && !over && overloaded.is_none();
             metrics::gauge!("searchwire_relay_backlog").set(s.backlog as f64);
             metrics::gauge!("searchwire_relay_dead_letters").set(s.dead_letters as f64);
-            let body = json!({
+            let mut body = json!({
                 "backlog": s.backlog,
                 "due": s.due,
                 "leased": s.leased,
@@ -410,6 +439,14 @@ pub(crate) async fn health(shared: &Shared) -> Answer {
                 "draining": draining,
                 "ready": ready,
             });
+            if let (Some(b), serde_json::Value::Object(limits)) =
+                (body.as_object_mut(), shared.admission.health())
+            {
+                b.extend(limits);
+                if let Some(why) = overloaded {
+                    b.insert("overloaded_reason".into(), why.into());
+                }
+            }
             let status = if ready {
                 StatusCode::OK
             } else {
@@ -468,7 +505,7 @@ fn base64(input: &[u8]) -> String {
 }
 
 /// `k=v&k2=v2`, percent-decoded (`+` is a space).
-fn query_pairs(q: &str) -> Vec<(String, String)> {
+pub(crate) fn query_pairs(q: &str) -> Vec<(String, String)> {
     q.split('&')
         .filter(|kv| !kv.is_empty())
         .map(|kv| {

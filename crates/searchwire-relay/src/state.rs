@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     /// What the fronted cluster's `GET /` said, once it answered.
     pub learned: Mutex<Learned>,
     pub metrics: Option<MetricsRender>,
+    /// The queue's limits under overload (`crate::admission`).
+    pub admission: crate::admission::Admission,
 }
 
 /// What the relay last learned from the cluster's `GET /`.

@@ -1,0 +1,417 @@
+//! Bounded under overload: the relay takes a write only while it can hold it.
+//!
+//! Two limits, both checked before anything is queued:
+//! - **`max_queue_bytes`**: the queue's size (queued messages and dead letters, estimated:
+//!   their count × the mean stored size of what this relay queued; see [`Admission`]) plus
+//!   what requests in flight are about to append must stay at or below it;
+//! - **`min_free_disk_bytes`** (embedded queue): the filesystem of the queue directory keeps at
+//!   least this much free, so redb's commit never meets a full disk in normal operation.
+//!
+//! At or above either (the high-water mark), a new write request is answered `429` with
+//! `Retry-After` and OpenSearch's own `es_rejected_execution_exception` body — what every
+//! shipper (Logstash, Beats, Fluent Bit, Vector, the official clients) already backs off
+//! on — and readiness (`/health/retry-queue`) is 503. A request admitted while there was
+//! room, whose items would not fit once it has tried the cluster, gets the same 429 for
+//! those items, never a `queued` it could not keep. Items the cluster indexed are answered
+//! as usual either way.
+//!
+//! What was rejected: measuring the embedded queue by its file size (redb reuses freed
+//! pages but never shrinks the file, so after one large backlog the relay would refuse
+//! forever); reading every queued message's size at each check (a scan of the backlog per
+//! request). The estimate is refreshed every [`REFRESH`] from the queue's counts, and
+//! between refreshes every admitted byte is reserved, so concurrent requests cannot all
+//! pass the same last free byte.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use http::{header, HeaderValue, StatusCode};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use crate::accept::Answer;
+use crate::state::Shared;
+
+/// How often the queue's size and the free disk are measured.
+pub const REFRESH: Duration = Duration::from_secs(1);
+/// `Retry-After` of a 429 for overload: long enough for the delivery loop to drain a
+/// slice of the backlog, short enough that a shipper's own backoff dominates.
+pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// Default `max_queue_bytes` of the embedded queue: this share (percent) of the free space
+/// of the queue directory's filesystem when the relay starts, so the queue cannot take the
+/// disk from the system it runs on. Redis has no default cap: its `maxmemory` is the bound
+/// and an OOM there is answered 503 (set `--max-queue-bytes` to stop earlier, with 429).
+pub const DEFAULT_MAX_QUEUE_SHARE_PERCENT: u64 = 50;
+/// Default free-disk floor: this share (percent) of the filesystem's size, at most
+/// [`DEFAULT_MIN_FREE_DISK_CAP`]: the room redb needs for a commit (it writes new pages
+/// before it frees old ones) and the system for its logs.
+pub const DEFAULT_MIN_FREE_DISK_PERCENT: u64 = 5;
+/// Upper bound of the default free-disk floor: 1 GiB.
+pub const DEFAULT_MIN_FREE_DISK_CAP: u64 = 1 << 30;
+/// Bytes the queue stores per message besides its payload, index and error text (headers,
+/// ids, times, hash; measured per backend in docs/benchmarks.md, rounded up).
+pub const RECORD_OVERHEAD: u64 = 96;
+
+/// The limits.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdmissionConfig {
+    /// Largest estimated queue size in bytes (`None`: no cap).
+    pub max_queue_bytes: Option<u64>,
+    /// Free bytes the queue directory's filesystem keeps (0: no floor).
+    pub min_free_disk_bytes: u64,
+    /// The embedded queue's directory (where the free disk is measured); `None` for Redis.
+    pub disk_path: Option<PathBuf>,
+}
+
+impl AdmissionConfig {
+    /// The defaults for an embedded queue in `dir` (see the constants), each replaced by
+    /// what is given; `None` means the default. The error says what could not be measured.
+    pub fn embedded(
+        dir: PathBuf,
+        max_queue_bytes: Option<u64>,
+        min_free_disk_bytes: Option<u64>,
+    ) -> Result<AdmissionConfig, String> {
+        let (max, floor) = match (max_queue_bytes, min_free_disk_bytes) {
+            (Some(m), Some(f)) => (m, f),
+            (m, f) => {
+                let d = disk(&dir).ok_or_else(|| {
+                    format!(
+                        "cannot measure the free disk of {} for the default --max-queue-bytes and \
+                         --min-free-disk-bytes: give both",
+                        dir.display()
+                    )
+                })?;
+                (
+                    m.unwrap_or(d.free / 100 * DEFAULT_MAX_QUEUE_SHARE_PERCENT),
+                    f.unwrap_or(
+                        (d.total / 100 * DEFAULT_MIN_FREE_DISK_PERCENT)
+                            .min(DEFAULT_MIN_FREE_DISK_CAP),
+                    ),
+                )
+            }
+        };
+        Ok(AdmissionConfig {
+            max_queue_bytes: Some(max),
+            min_free_disk_bytes: floor,
+            disk_path: Some(dir),
+        })
+    }
+
+    /// A Redis queue: a cap only when given, no disk floor.
+    pub fn redis(max_queue_bytes: Option<u64>) -> AdmissionConfig {
+        AdmissionConfig {
+            max_queue_bytes,
+            min_free_disk_bytes: 0,
+            disk_path: None,
+        }
+    }
+}
+
+/// A filesystem's size and free space (for unprivileged users), in bytes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Disk {
+    pub total: u64,
+    pub free: u64,
+}
+
+/// The filesystem holding `path`, or `None` when it cannot be measured.
+pub(crate) fn disk(path: &std::path::Path) -> Option<Disk> {
+    let s = nix::sys::statvfs::statvfs(path).ok()?;
+    // The field types differ between platforms (u32 or u64).
+    #[allow(clippy::unnecessary_cast)]
+    let (blocks, available, unit) = (
+        s.blocks() as u64,
+        s.blocks_available() as u64,
+        (s.fragment_size() as u64).max(1),
+    );
+    Some(Disk {
+        total: blocks.saturating_mul(unit),
+        free: available.saturating_mul(unit),
+    })
+}
+
+/// The live state of the limits (see the module doc).
+#[derive(Debug)]
+pub(crate) struct Admission {
+    pub config: AdmissionConfig,
+    /// The estimate at the last refresh.
+    measured: AtomicU64,
+    /// Bytes reserved by appends since the last refresh began.
+    reserved: AtomicU64,
+    /// Free disk at the last refresh (`u64::MAX`: not measured).
+    free_disk: AtomicU64,
+    /// Stored bytes and messages this relay appended (for the mean message size).
+    appended_bytes: AtomicU64,
+    appended_messages: AtomicU64,
+    /// At or above the high-water mark at the last check.
+    over: AtomicBool,
+}
+
+impl Admission {
+    pub fn new(config: AdmissionConfig) -> Admission {
+        Admission {
+            config,
+            measured: AtomicU64::new(0),
+            reserved: AtomicU64::new(0),
+            free_disk: AtomicU64::new(u64::MAX),
+            appended_bytes: AtomicU64::new(0),
+            appended_messages: AtomicU64::new(0),
+            over: AtomicBool::new(false),
+        }
+    }
+
+    /// The queue's estimated size now.
+    pub fn queue_bytes(&self) -> u64 {
+        self.measured
+            .load(Ordering::Relaxed)
+            .saturating_add(self.reserved.load(Ordering::Relaxed))
+    }
+
+    fn free_disk(&self) -> u64 {
+        self.free_disk
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.reserved.load(Ordering::Relaxed))
+    }
+
+    /// Why the relay is at its high-water mark, if it is.
+    pub fn overloaded(&self) -> Option<String> {
+        if let Some(max) = self.config.max_queue_bytes {
+            let q = self.queue_bytes();
+            if q >= max {
+                return Some(format!(
+                    "the relay's queue holds about {q} bytes, at its limit of {max} (--max-queue-bytes)"
+                ));
+            }
+        }
+        let free = self.free_disk();
+        if self.config.min_free_disk_bytes > 0 && free <= self.config.min_free_disk_bytes {
+            return Some(format!(
+                "the disk of the relay's queue has {free} bytes free, at its floor of {} (--min-free-disk-bytes)",
+                self.config.min_free_disk_bytes
+            ));
+        }
+        None
+    }
+
+    /// Reserves room for `bytes` more in the queue; `Err` (nothing reserved) says why there
+    /// is none. Give the reservation back with [`Admission::release`] if the append fails.
+    pub fn reserve(&self, bytes: u64) -> Result<(), String> {
+        let before = self.reserved.fetch_add(bytes, Ordering::Relaxed);
+        let q = self.measured.load(Ordering::Relaxed) + before + bytes;
+        let over_cap = self.config.max_queue_bytes.is_some_and(|m| q > m);
+        let free = self
+            .free_disk
+            .load(Ordering::Relaxed)
+            .saturating_sub(before + bytes);
+        let under_floor =
+            self.config.min_free_disk_bytes > 0 && free < self.config.min_free_disk_bytes;
+        if over_cap || under_floor {
+            self.reserved.fetch_sub(bytes, Ordering::Relaxed);
+            self.set_over(true);
+            return Err(self.overloaded().unwrap_or_else(|| {
+                format!("{bytes} more bytes would pass the relay's queue limits")
+            }));
+        }
+        Ok(())
+    }
+
+    /// Gives back a reservation whose append failed.
+    pub fn release(&self, bytes: u64) {
+        self.reserved.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Records an append of `messages` messages of `bytes` stored bytes.
+    pub fn appended(&self, messages: u64, bytes: u64) {
+        self.appended_messages.fetch_add(messages, Ordering::Relaxed);
+        self.appended_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// The mean stored size of a message (`None` before anything was appended or sampled).
+    fn mean(&self) -> Option<u64> {
+        let n = self.appended_messages.load(Ordering::Relaxed);
+        (n > 0).then(|| self.appended_bytes.load(Ordering::Relaxed) / n)
+    }
+
+    fn set_over(&self, over: bool) {
+        self.over.store(over, Ordering::Relaxed);
+        metrics::gauge!("searchwire_relay_overloaded").set(if over { 1.0 } else { 0.0 });
+    }
+
+    /// The fields health shows.
+    pub fn health(&self) -> Value {
+        let free = self.free_disk.load(Ordering::Relaxed);
+        json!({
+            "queue_bytes": self.queue_bytes(),
+            "max_queue_bytes": self.config.max_queue_bytes,
+            "free_disk_bytes": (free != u64::MAX).then_some(free),
+            "min_free_disk_bytes": self.config.min_free_disk_bytes,
+            "overloaded": self.overloaded().is_some(),
+        })
+    }
+}
+
+/// What a stored message of this size costs.
+pub(crate) fn stored_bytes(payload: usize, index: usize, error: usize) -> u64 {
+    (payload + index + error) as u64 + RECORD_OVERHEAD
+}
+
+/// The 429 of a write the relay cannot hold now.
+pub(crate) fn rejected(reason: &str) -> Answer {
+    let mut a = Answer::error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "es_rejected_execution_exception",
+        &format!("rejected execution: {reason}; the relay is delivering its backlog, send it again later"),
+    );
+    a.headers.insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(RETRY_AFTER.as_secs()),
+    );
+    a
+}
+
+/// Measures the queue and the disk once.
+pub(crate) async fn refresh(shared: &Shared) {
+    let a = &shared.admission;
+    // What was reserved before the count was taken is in the count once it returns.
+    let reserved = a.reserved.load(Ordering::Relaxed);
+    let stats = shared.queue.stats().await;
+    if let Ok(s) = &stats {
+        // The queue's gauges, fresh at every scrape (health and the idle delivery loop set
+        // them too).
+        metrics::gauge!("searchwire_relay_backlog").set(s.backlog as f64);
+        metrics::gauge!("searchwire_relay_dead_letters").set(s.dead_letters as f64);
+        metrics::gauge!("searchwire_relay_oldest_age_seconds")
+            .set(s.oldest_age.map_or(0.0, |d| d.as_secs_f64()));
+        let messages = s.backlog + s.dead_letters;
+        let mean = match a.mean() {
+            Some(m) => m,
+            None if messages > 0 => sample(shared).await,
+            None => 0,
+        };
+        a.measured
+            .store(messages.saturating_mul(mean), Ordering::Relaxed);
+        let _ = a
+            .reserved
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
+                Some(r.saturating_sub(reserved))
+            });
+    }
+    if let Some(path) = &a.config.disk_path {
+        let path = path.clone();
+        if let Ok(Some(d)) = tokio::task::spawn_blocking(move || disk(&path)).await {
+            a.free_disk.store(d.free, Ordering::Relaxed);
+            metrics::gauge!("searchwire_relay_free_disk_bytes").set(d.free as f64);
+        }
+    }
+    metrics::gauge!("searchwire_relay_queue_bytes").set(a.queue_bytes() as f64);
+    if let Some(m) = a.config.max_queue_bytes {
+        metrics::gauge!("searchwire_relay_max_queue_bytes").set(m as f64);
+    }
+    a.set_over(a.overloaded().is_some());
+}
+
+/// The mean stored size of the oldest queued messages (a relay that restarts on a backlog
+/// has appended nothing yet); seeds the mean.
+async fn sample(shared: &Shared) -> u64 {
+    let page = shared.queue.list(None, 100).await.unwrap_or_default();
+    let n = page.len() as u64;
+    if n == 0 {
+        return RECORD_OVERHEAD;
+    }
+    let bytes: u64 = page
+        .iter()
+        .map(|m| {
+            stored_bytes(
+                m.payload.len(),
+                m.index.as_ref().map_or(0, String::len),
+                m.last_error.as_ref().map_or(0, String::len),
+            )
+        })
+        .sum();
+    shared.admission.appended(n, bytes);
+    bytes / n
+}
+
+/// Refreshes every [`REFRESH`] until `stop`.
+pub(crate) async fn refresh_loop(shared: std::sync::Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(REFRESH) => {}
+            _ = stop.changed() => return,
+        }
+        refresh(&shared).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn admission(max: Option<u64>, floor: u64, free: u64) -> Admission {
+        let a = Admission::new(AdmissionConfig {
+            max_queue_bytes: max,
+            min_free_disk_bytes: floor,
+            disk_path: None,
+        });
+        a.free_disk.store(free, Ordering::Relaxed);
+        a
+    }
+
+    #[test]
+    fn reservations_stop_at_the_cap_and_are_given_back() {
+        let a = admission(Some(1000), 0, u64::MAX);
+        assert!(a.reserve(600).is_ok());
+        assert!(a.overloaded().is_none());
+        let e = a.reserve(500).expect_err("1100 > 1000");
+        assert!(e.contains("--max-queue-bytes"), "{e}");
+        assert_eq!(a.queue_bytes(), 600, "a refused reservation takes nothing");
+        assert!(a.reserve(400).is_ok(), "exactly at the cap fits");
+        assert!(a.overloaded().is_some(), "at the cap is the high-water mark");
+        a.release(400);
+        assert!(a.overloaded().is_none());
+    }
+
+    #[test]
+    fn the_disk_floor_counts_reserved_bytes() {
+        let a = admission(None, 100, 1000);
+        assert!(a.reserve(800).is_ok());
+        let e = a.reserve(200).expect_err("free 0 < floor 100");
+        assert!(e.contains("--min-free-disk-bytes"), "{e}");
+        assert!(a.reserve(100).is_ok(), "leaves exactly the floor");
+        assert!(a.overloaded().is_some());
+    }
+
+    #[test]
+    fn no_limits_take_everything() {
+        let a = admission(None, 0, u64::MAX);
+        assert!(a.reserve(u64::MAX / 2).is_ok());
+        assert!(a.overloaded().is_none());
+    }
+
+    #[test]
+    fn the_rejection_is_opensearch_shaped_with_retry_after() {
+        let r = rejected("full");
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(r.headers.get(header::RETRY_AFTER).map(|v| v.as_bytes()), Some(&b"5"[..]));
+        let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+        assert_eq!(v["error"]["type"], "es_rejected_execution_exception");
+        assert_eq!(
+            v["error"]["root_cause"][0]["type"],
+            "es_rejected_execution_exception"
+        );
+        assert_eq!(v["status"], 429);
+    }
+
+    #[test]
+    fn defaults_come_from_the_disk() {
+        let dir = std::env::temp_dir();
+        let c = AdmissionConfig::embedded(dir.clone(), None, None).unwrap_or_default();
+        let d = disk(&dir).map_or(0, |d| d.free);
+        let max = c.max_queue_bytes.unwrap_or(0);
+        assert!(max > 0 && max <= d / 100 * DEFAULT_MAX_QUEUE_SHARE_PERCENT + (1 << 20));
+        assert!(c.min_free_disk_bytes <= DEFAULT_MIN_FREE_DISK_CAP);
+        let given = AdmissionConfig::embedded(dir, Some(7), Some(3)).unwrap_or_default();
+        assert_eq!((given.max_queue_bytes, given.min_free_disk_bytes), (Some(7), 3));
+    }
+}
