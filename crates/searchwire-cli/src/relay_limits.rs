@@ -12,9 +12,7 @@ use crate::relay::RelayArgs;
 /// powers of 1000).
 pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(t.len());
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (n, unit) = t.split_at(split);
     let n: u64 = n.parse().map_err(|_| {
         format!(
@@ -75,7 +73,11 @@ mod tests {
         assert_eq!(parse_bytes("10 GiB"), Ok(10 << 30));
         assert_eq!(parse_bytes("2GB"), Ok(2_000_000_000));
         assert!(parse_bytes("ten").unwrap_err().contains("512MiB"));
-        assert!(parse_bytes("5 parsecs").unwrap_err().contains("unknown unit"));
-        assert!(parse_bytes("99999999999TiB").unwrap_err().contains("too large"));
+        assert!(parse_bytes("5 parsecs")
+            .unwrap_err()
+            .contains("unknown unit"));
+        assert!(parse_bytes("99999999999TiB")
+            .unwrap_err()
+            .contains("too large"));
     }
 }

@@ -95,14 +95,53 @@ pub fn error_type(reason: &str) -> String {
     "other".to_owned()
 }
 
-/// The first `"type":"..."` of a JSON text (spaces around the colon allowed).
+/// The `type` of the outermost JSON object in `s` (the error object after `400: `), found
+/// by a scan that skips nested objects and arrays (`caused_by` has its own `type`).
 fn json_type(s: &str) -> Option<String> {
-    let at = s.find("\"type\"")?;
-    let rest = s[at + 6..].trim_start().strip_prefix(':')?.trim_start();
-    let rest = rest.strip_prefix('"')?;
-    let end = rest.find('"')?;
-    let t = &rest[..end];
-    (!t.is_empty() && !t.contains('\\')).then(|| t.to_owned())
+    let b = s.as_bytes();
+    let mut i = s.find('{')?;
+    let mut depth = 0usize;
+    // The last string read at depth 1 and whether it was a key (followed by ':').
+    let mut key: Option<(usize, usize)> = None;
+    let mut after_colon_of_type = false;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                let start = i + 1;
+                let mut j = start;
+                while j < b.len() && b[j] != b'"' {
+                    j += if b[j] == b'\\' { 2 } else { 1 };
+                }
+                let text = s.get(start..j.min(b.len()))?;
+                if depth == 1 {
+                    if after_colon_of_type {
+                        return (!text.is_empty() && !text.contains('\\')).then(|| text.to_owned());
+                    }
+                    key = Some((start, j));
+                }
+                i = j + 1;
+                continue;
+            }
+            b':' if depth == 1 => {
+                after_colon_of_type = key.is_some_and(|(a, z)| &s[a..z] == "type");
+                key = None;
+            }
+            b'{' | b'[' => {
+                depth += 1;
+                after_colon_of_type = false;
+            }
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return None;
+                }
+            }
+            b',' => after_colon_of_type = false,
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 impl Queue {
@@ -195,22 +234,35 @@ mod tests {
             error_type(r#"400: {"type" : "strict_dynamic_mapping_exception"}"#),
             "strict_dynamic_mapping_exception"
         );
+        // The outer type, not the cause's (keys come sorted: caused_by first).
+        assert_eq!(
+            error_type(
+                r#"400: {"caused_by":{"reason":"x \"y\"","type":"illegal_argument_exception"},"reason":"failed","type":"mapper_parsing_exception"}"#
+            ),
+            "mapper_parsing_exception"
+        );
+        assert_eq!(error_type(r#"400: {"reason":{"type":"inner"}}"#), "other");
         assert_eq!(
             error_type("deadline_exceeded: still undeliverable 24h"),
             "deadline_exceeded"
         );
+        assert_eq!(error_type(&crate::lease_expired_reason(3)), "lease_expired");
         assert_eq!(
-            error_type(&crate::lease_expired_reason(3)),
-            "lease_expired"
+            error_type("the queued payload is not one bulk item"),
+            "other"
         );
-        assert_eq!(error_type("the queued payload is not one bulk item"), "other");
         assert_eq!(error_type("503: "), "other");
     }
 
     #[test]
     fn every_condition_must_hold() {
         let now = Timestamp::from_millis(100_000);
-        let d = dead(7, "logs-a", r#"400: {"type":"mapper_parsing_exception"}"#, 40_000);
+        let d = dead(
+            7,
+            "logs-a",
+            r#"400: {"type":"mapper_parsing_exception"}"#,
+            40_000,
+        );
         let all = DeadLetterFilter::default();
         assert!(all.is_empty() && all.matches(&d, now));
         let f = |f: DeadLetterFilter| f.matches(&d, now);

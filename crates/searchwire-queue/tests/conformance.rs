@@ -13,7 +13,8 @@ mod support;
 use std::time::Duration;
 
 use searchwire_queue::{
-    error_type, Appended, DeadLetterFilter, ErrorKind, MessageId, NewMessage, Queue, Rescheduled, Selection, MAX_ERROR_BYTES,
+    error_type, Appended, DeadLetterFilter, ErrorKind, MessageId, NewMessage, Queue, Rescheduled,
+    Selection, MAX_ERROR_BYTES,
 };
 use support::{Backend, Ctx, LEASE};
 
@@ -436,7 +437,8 @@ async fn dead_letters_can_be_listed_replayed_and_purged(b: Backend) {
 async fn dead_letters_are_chosen_by_index_error_type_and_age_and_replayed_once(b: Backend) {
     let Some(c) = Ctx::new(b).await else { return };
     let q = c.q();
-    let mapping = r#"400: {"type":"mapper_parsing_exception","reason":"failed to parse field [n]"}"#;
+    let mapping =
+        r#"400: {"type":"mapper_parsing_exception","reason":"failed to parse field [n]"}"#;
     let ids = append(
         q,
         vec![
@@ -481,8 +483,15 @@ async fn dead_letters_are_chosen_by_index_error_type_and_age_and_replayed_once(b
         found(f(None, Some("mapper_parsing_exception"), None)).await,
         ids[..2]
     );
-    assert_eq!(found(f(None, Some("deadline_exceeded"), None)).await, ids[2..]);
-    assert_eq!(found(f(None, None, Some(60))).await, ids[..2], "dead 2 min ago");
+    assert_eq!(
+        found(f(None, Some("deadline_exceeded"), None)).await,
+        ids[2..]
+    );
+    assert_eq!(
+        found(f(None, None, Some(60))).await,
+        ids[..2],
+        "dead 2 min ago"
+    );
     assert_eq!(found(f(Some("logs-b"), None, Some(60))).await, ids[1..2]);
     assert_eq!(found(f(None, None, None)).await.len(), 3);
     assert_eq!(
@@ -497,12 +506,20 @@ async fn dead_letters_are_chosen_by_index_error_type_and_age_and_replayed_once(b
 
     // What a dead letter keeps: its payload (the original action and source), the
     // cluster's error, its attempts.
-    let d = q.dead_letter_by_id(ids[0]).await.unwrap().expect("a0 is dead");
+    let d = q
+        .dead_letter_by_id(ids[0])
+        .await
+        .unwrap()
+        .expect("a0 is dead");
     assert_eq!(d.message.payload, b"a0");
     assert_eq!(d.reason, mapping);
     assert_eq!(d.message.attempts, 2);
     assert_eq!(error_type(&d.reason), "mapper_parsing_exception");
-    assert!(q.dead_letter_by_id(MessageId(999_999)).await.unwrap().is_none());
+    assert!(q
+        .dead_letter_by_id(MessageId(999_999))
+        .await
+        .unwrap()
+        .is_none());
 
     // Replay the mapping errors of logs-*: back under their ids, once.
     let sel = q
@@ -511,7 +528,11 @@ async fn dead_letters_are_chosen_by_index_error_type_and_age_and_replayed_once(b
         .unwrap();
     assert_eq!(sel, Selection::Ids(ids[..2].to_vec()));
     assert_eq!(q.replay(&sel).await.unwrap().replayed, 2);
-    assert_eq!(q.replay(&sel).await.unwrap().replayed, 0, "a second replay finds none");
+    assert_eq!(
+        q.replay(&sel).await.unwrap().replayed,
+        0,
+        "a second replay finds none"
+    );
     let back: Vec<_> = q.lease(10).await.unwrap().iter().map(|l| l.id()).collect();
     assert_eq!(back, ids[..2]);
     let s = q.stats().await.unwrap();

@@ -54,9 +54,12 @@ fn duration(k: &str, v: &str) -> Result<Duration, Answer> {
 }
 
 fn number(k: &str, v: &str) -> Result<u64, Answer> {
-    v.trim()
-        .parse::<u64>()
-        .map_err(|_| bad(&format!("[{k}] must be a whole number, not {}", searchwire::echo(v))))
+    v.trim().parse::<u64>().map_err(|_| {
+        bad(&format!(
+            "[{k}] must be a whole number, not {}",
+            searchwire::echo(v)
+        ))
+    })
 }
 
 fn query(c: &Call) -> Result<Query, Answer> {

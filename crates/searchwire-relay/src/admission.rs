@@ -208,10 +208,18 @@ impl Admission {
             self.config.min_free_disk_bytes > 0 && free < self.config.min_free_disk_bytes;
         if over_cap || under_floor {
             self.reserved.fetch_sub(bytes, Ordering::Relaxed);
-            self.set_over(true);
-            return Err(self.overloaded().unwrap_or_else(|| {
-                format!("{bytes} more bytes would pass the relay's queue limits")
-            }));
+            return Err(if over_cap {
+                format!(
+                    "the relay's queue holds about {} bytes and {bytes} more would pass its limit of {} (--max-queue-bytes)",
+                    q - bytes,
+                    self.config.max_queue_bytes.unwrap_or(0)
+                )
+            } else {
+                format!(
+                    "{bytes} more bytes in the relay's queue would leave its disk under the floor of {} free (--min-free-disk-bytes)",
+                    self.config.min_free_disk_bytes
+                )
+            });
         }
         Ok(())
     }
@@ -223,7 +231,8 @@ impl Admission {
 
     /// Records an append of `messages` messages of `bytes` stored bytes.
     pub fn appended(&self, messages: u64, bytes: u64) {
-        self.appended_messages.fetch_add(messages, Ordering::Relaxed);
+        self.appended_messages
+            .fetch_add(messages, Ordering::Relaxed);
         self.appended_bytes.fetch_add(bytes, Ordering::Relaxed);
     }
 
@@ -367,7 +376,10 @@ mod tests {
         assert!(e.contains("--max-queue-bytes"), "{e}");
         assert_eq!(a.queue_bytes(), 600, "a refused reservation takes nothing");
         assert!(a.reserve(400).is_ok(), "exactly at the cap fits");
-        assert!(a.overloaded().is_some(), "at the cap is the high-water mark");
+        assert!(
+            a.overloaded().is_some(),
+            "at the cap is the high-water mark"
+        );
         a.release(400);
         assert!(a.overloaded().is_none());
     }
@@ -393,7 +405,10 @@ mod tests {
     fn the_rejection_is_opensearch_shaped_with_retry_after() {
         let r = rejected("full");
         assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(r.headers.get(header::RETRY_AFTER).map(|v| v.as_bytes()), Some(&b"5"[..]));
+        assert_eq!(
+            r.headers.get(header::RETRY_AFTER).map(|v| v.as_bytes()),
+            Some(&b"5"[..])
+        );
         let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
         assert_eq!(v["error"]["type"], "es_rejected_execution_exception");
         assert_eq!(
@@ -412,6 +427,9 @@ mod tests {
         assert!(max > 0 && max <= d / 100 * DEFAULT_MAX_QUEUE_SHARE_PERCENT + (1 << 20));
         assert!(c.min_free_disk_bytes <= DEFAULT_MIN_FREE_DISK_CAP);
         let given = AdmissionConfig::embedded(dir, Some(7), Some(3)).unwrap_or_default();
-        assert_eq!((given.max_queue_bytes, given.min_free_disk_bytes), (Some(7), 3));
+        assert_eq!(
+            (given.max_queue_bytes, given.min_free_disk_bytes),
+            (Some(7), 3)
+        );
     }
 }
