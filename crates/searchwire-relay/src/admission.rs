@@ -49,6 +49,9 @@ pub const DEFAULT_MAX_QUEUE_SHARE_PERCENT: u64 = 50;
 pub const DEFAULT_MIN_FREE_DISK_PERCENT: u64 = 5;
 /// Upper bound of the default free-disk floor: 1 GiB.
 pub const DEFAULT_MIN_FREE_DISK_CAP: u64 = 1 << 30;
+/// The low-water mark: once at its cap, the relay takes writes again when the queue is
+/// under this share (percent) of the cap.
+pub const LOW_WATER_PERCENT: u64 = 90;
 /// Bytes the queue stores per message besides its payload, index and error text (headers,
 /// ids, times, hash; measured per backend in docs/benchmarks.md, rounded up).
 pub const RECORD_OVERHEAD: u64 = 96;
@@ -174,21 +177,34 @@ impl Admission {
             .saturating_sub(self.reserved.load(Ordering::Relaxed))
     }
 
-    /// Why the relay is at its high-water mark, if it is.
+    /// Why the relay is at its high-water mark, if it is. Once there, it stays until the
+    /// queue is back under the low-water mark ([`LOW_WATER_PERCENT`] of the cap, the floor
+    /// plus a tenth), so readiness does not flap with every delivered batch.
     pub fn overloaded(&self) -> Option<String> {
-        if let Some(max) = self.config.max_queue_bytes {
-            let q = self.queue_bytes();
-            if q >= max {
-                return Some(format!(
-                    "the relay's queue holds about {q} bytes, at its limit of {max} (--max-queue-bytes)"
-                ));
-            }
-        }
+        let q = self.queue_bytes();
         let free = self.free_disk();
-        if self.config.min_free_disk_bytes > 0 && free <= self.config.min_free_disk_bytes {
+        let floor = self.config.min_free_disk_bytes;
+        let was = self.over.load(Ordering::Relaxed);
+        let cap_hit = self.config.max_queue_bytes.is_some_and(|m| {
+            if was {
+                q >= m / 100 * LOW_WATER_PERCENT
+            } else {
+                q >= m
+            }
+        });
+        let floor_hit = floor > 0 && free <= if was { floor + floor / 10 } else { floor };
+        if (cap_hit || floor_hit) != was {
+            self.set_over(cap_hit || floor_hit);
+        }
+        if cap_hit {
             return Some(format!(
-                "the disk of the relay's queue has {free} bytes free, at its floor of {} (--min-free-disk-bytes)",
-                self.config.min_free_disk_bytes
+                "the relay's queue holds about {q} bytes, at its limit of {} (--max-queue-bytes)",
+                self.config.max_queue_bytes.unwrap_or(0)
+            ));
+        }
+        if floor_hit {
+            return Some(format!(
+                "the disk of the relay's queue has {free} bytes free, at its floor of {floor} (--min-free-disk-bytes)"
             ));
         }
         None
@@ -208,6 +224,8 @@ impl Admission {
             self.config.min_free_disk_bytes > 0 && free < self.config.min_free_disk_bytes;
         if over_cap || under_floor {
             self.reserved.fetch_sub(bytes, Ordering::Relaxed);
+            // The high-water mark: what no longer fits stops the next requests too.
+            self.set_over(true);
             return Err(if over_cap {
                 format!(
                     "the relay's queue holds about {} bytes and {bytes} more would pass its limit of {} (--max-queue-bytes)",
@@ -317,7 +335,8 @@ pub(crate) async fn refresh(shared: &Shared) {
     if let Some(m) = a.config.max_queue_bytes {
         metrics::gauge!("searchwire_relay_max_queue_bytes").set(m as f64);
     }
-    a.set_over(a.overloaded().is_some());
+    // Updates the high-water state (and its gauge) from the fresh numbers.
+    let _ = a.overloaded();
 }
 
 /// The mean stored size of the oldest queued messages (a relay that restarts on a backlog
