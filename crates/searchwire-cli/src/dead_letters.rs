@@ -13,7 +13,7 @@ use searchwire_queue::{error_type, DeadLetter, DeadLetterFilter, MessageId, Queu
 use serde::Serialize;
 
 use crate::output;
-use crate::queue::{Listed, QueueArgs};
+use crate::queue_args::{Listed, QueueArgs};
 
 /// `searchwire queue dead-letters ...`
 #[derive(Debug, Subcommand)]

@@ -31,6 +31,7 @@ mod metrics;
 mod otlp;
 mod output;
 mod queue;
+mod queue_args;
 mod redis_args;
 mod relay;
 mod relay_limits;

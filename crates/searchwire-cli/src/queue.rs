@@ -13,17 +13,14 @@
 //!
 //! The JSON shapes (`--json`) are a contract, listed in `searchwire queue --help`.
 
-use std::path::PathBuf;
-
 use clap::{ArgGroup, Args, Subcommand};
-use searchwire_queue::redis::{DEFAULT_GROUP, DEFAULT_STREAM};
-use searchwire_queue::{
-    DeadLetter, EmbeddedConfig, ErrorKind, Message, MessageId, Queue, Selection, Stats,
-};
+use searchwire_queue::{DeadLetter, EmbeddedConfig, ErrorKind, MessageId, Queue, Selection, Stats};
 use serde::Serialize;
 
 use crate::exit;
 use crate::output;
+use crate::queue_args::Listed;
+pub use crate::queue_args::QueueArgs;
 
 /// `searchwire queue ...`
 #[derive(Debug, Subcommand)]
@@ -80,30 +77,6 @@ UTF-8 text, or null with \"payload_hex\" when it is not UTF-8); replay {\"replay
 Times are RFC 3339 UTC.
 Exit codes: 0 success, 1 the queue failed (storage or Redis error), 2 usage error, 6 deliver \
 stopped (--timeout, or the cluster still failing) with messages left (\"left\" > 0).";
-
-/// Where the queue is.
-#[derive(Debug, Args)]
-#[command(group(ArgGroup::new("backend").required(true).args(["queue_dir", "redis", "redis_sentinel"])))]
-#[command(group(ArgGroup::new("redis_target").args(["redis", "redis_sentinel"])))]
-pub struct QueueArgs {
-    /// The embedded queue's data directory.
-    #[arg(long, value_name = "DIR")]
-    pub queue_dir: Option<PathBuf>,
-    /// A Redis queue: redis://[user:password@]host:port[/db].
-    #[arg(long, value_name = "URL")]
-    pub redis: Option<String>,
-    /// The Redis stream (the queue's name).
-    #[arg(long, value_name = "NAME", default_value = DEFAULT_STREAM, requires = "redis_target")]
-    pub stream: String,
-    /// The Redis consumer group.
-    #[arg(long, value_name = "NAME", default_value = DEFAULT_GROUP, requires = "redis_target")]
-    pub group: String,
-    #[command(flatten)]
-    pub redis_ha: crate::redis_args::RedisHaArgs,
-    /// JSON output (see `searchwire queue --help`).
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// `queue stats`
 #[derive(Debug, Args)]
@@ -430,31 +403,6 @@ async fn list(q: &Queue, a: &ListArgs) -> searchwire_queue::Result<String> {
 /// A reason on one table line.
 fn one_line(s: &str) -> String {
     s.replace(['\n', '\t'], " ")
-}
-
-#[derive(Serialize)]
-pub(crate) struct Listed<'a> {
-    #[serde(flatten)]
-    message: &'a Message,
-    payload_bytes: usize,
-    payload: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload_hex: Option<String>,
-}
-
-impl<'a> Listed<'a> {
-    pub(crate) fn new(m: &'a Message) -> Self {
-        let text = std::str::from_utf8(&m.payload).ok();
-        Listed {
-            message: m,
-            payload_bytes: m.payload.len(),
-            payload: text,
-            payload_hex: match text {
-                Some(_) => None,
-                None => Some(m.payload.iter().map(|b| format!("{b:02x}")).collect()),
-            },
-        }
-    }
 }
 
 #[derive(Serialize)]

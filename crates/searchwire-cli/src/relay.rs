@@ -235,7 +235,12 @@ pub async fn run(a: RelayArgs, auth: Auth) -> u8 {
         },
         _ => AuthConfig::None,
     };
-    let limits = match crate::relay_limits::limits(&a) {
+    let limits = match crate::relay_limits::limits(
+        a.redis_ha.config(a.redis.as_deref()).is_some(),
+        a.queue_dir.clone(),
+        a.max_queue_bytes,
+        a.min_free_disk_bytes,
+    ) {
         Ok(l) => l,
         Err(e) => {
             output::error_message(e);

@@ -6,8 +6,6 @@ use std::path::PathBuf;
 
 use searchwire_relay::admission::AdmissionConfig;
 
-use crate::relay::RelayArgs;
-
 /// A size in bytes: `1048576`, `512KiB`, `64MiB`, `10GiB`, `1TiB` (or `KB`/`MB`/`GB`/`TB`,
 /// powers of 1000).
 pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
@@ -42,24 +40,26 @@ pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
         .ok_or_else(|| format!("{}: too large", searchwire::echo(s)))
 }
 
-/// The limits of this relay: an embedded queue gets the defaults from its disk; Redis only
-/// what is given.
-pub(crate) fn limits(a: &RelayArgs) -> Result<AdmissionConfig, String> {
-    if a.redis_ha.config(a.redis.as_deref()).is_some() {
-        if a.min_free_disk_bytes.is_some() {
+/// The limits of this relay: an embedded queue (in `queue_dir`) gets the defaults from its
+/// disk; Redis (`redis`) only what is given.
+pub(crate) fn limits(
+    redis: bool,
+    queue_dir: Option<PathBuf>,
+    max_queue_bytes: Option<u64>,
+    min_free_disk_bytes: Option<u64>,
+) -> Result<AdmissionConfig, String> {
+    if redis {
+        if min_free_disk_bytes.is_some() {
             return Err(
                 "--min-free-disk-bytes is for the embedded queue (--queue-dir); a Redis queue is \
                  bounded by --max-queue-bytes and Redis's maxmemory"
                     .to_owned(),
             );
         }
-        return Ok(AdmissionConfig::redis(a.max_queue_bytes));
+        return Ok(AdmissionConfig::redis(max_queue_bytes));
     }
-    let dir = a
-        .queue_dir
-        .clone()
-        .unwrap_or_else(|| PathBuf::from("relay-queue"));
-    AdmissionConfig::embedded(dir, a.max_queue_bytes, a.min_free_disk_bytes)
+    let dir = queue_dir.unwrap_or_else(|| PathBuf::from("relay-queue"));
+    AdmissionConfig::embedded(dir, max_queue_bytes, min_free_disk_bytes)
 }
 
 #[cfg(test)]

@@ -150,7 +150,7 @@ pub(crate) async fn take(
         metrics::counter!("searchwire_relay_requests_total", "result" => "overloaded").increment(1);
         metrics::counter!("searchwire_relay_items_total", "outcome" => "overloaded")
             .increment(items.len() as u64);
-        return Err(crate::admission::rejected(&why));
+        return Err(overloaded(&why));
     }
     let refs: Vec<&Item> = items.iter().collect();
     let outcomes = if cfg.queue_only {
@@ -317,6 +317,20 @@ enum Queued {
     Failed(String),
 }
 
+/// The 429 of a write the relay cannot hold now.
+pub(crate) fn overloaded(reason: &str) -> Answer {
+    let mut a = Answer::error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "es_rejected_execution_exception",
+        &format!("rejected execution: {reason}; the relay is delivering its backlog, send it again later"),
+    );
+    a.headers.insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from(crate::config::RETRY_AFTER.as_secs()),
+    );
+    a
+}
+
 /// The error type of a conditional write the cluster could not take now (not queued).
 pub const NOT_QUEUED: &str = "searchwire_conditional_not_queued";
 
@@ -332,4 +346,28 @@ fn queued_item(item: &Item) -> Map<String, Value> {
     m.insert("result".into(), Value::String(QUEUED.into()));
     m.insert("status".into(), json!(200));
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rejection_is_opensearch_shaped_with_retry_after() {
+        let r = overloaded("full");
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            r.headers
+                .get(http::header::RETRY_AFTER)
+                .map(|v| v.as_bytes()),
+            Some(&b"5"[..])
+        );
+        let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+        assert_eq!(v["error"]["type"], "es_rejected_execution_exception");
+        assert_eq!(
+            v["error"]["root_cause"][0]["type"],
+            "es_rejected_execution_exception"
+        );
+        assert_eq!(v["status"], 429);
+    }
 }

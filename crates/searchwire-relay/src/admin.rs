@@ -69,7 +69,7 @@ fn query(c: &Call) -> Result<Query, Answer> {
         after: None,
         limit: DEFAULT_LIMIT,
     };
-    for (k, v) in crate::server::query_pairs(c.req.uri().query().unwrap_or("")) {
+    for (k, v) in crate::query::query_pairs(c.req.uri().query().unwrap_or("")) {
         match k.as_str() {
             "index" => q.filter.index = Some(v),
             "error_type" => q.filter.error_type = Some(v),

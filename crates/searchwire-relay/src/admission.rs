@@ -24,37 +24,13 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Duration;
 
-use http::{header, HeaderValue, StatusCode};
 use serde_json::{json, Value};
-use tokio::sync::watch;
 
-use crate::accept::Answer;
-use crate::state::Shared;
-
-/// How often the queue's size and the free disk are measured.
-pub const REFRESH: Duration = Duration::from_secs(1);
-/// `Retry-After` of a 429 for overload: long enough for the delivery loop to drain a
-/// slice of the backlog, short enough that a shipper's own backoff dominates.
-pub const RETRY_AFTER: Duration = Duration::from_secs(5);
-/// Default `max_queue_bytes` of the embedded queue: this share (percent) of the free space
-/// of the queue directory's filesystem when the relay starts, so the queue cannot take the
-/// disk from the system it runs on. Redis has no default cap: its `maxmemory` is the bound
-/// and an OOM there is answered 503 (set `--max-queue-bytes` to stop earlier, with 429).
-pub const DEFAULT_MAX_QUEUE_SHARE_PERCENT: u64 = 50;
-/// Default free-disk floor: this share (percent) of the filesystem's size, at most
-/// [`DEFAULT_MIN_FREE_DISK_CAP`]: the room redb needs for a commit (it writes new pages
-/// before it frees old ones) and the system for its logs.
-pub const DEFAULT_MIN_FREE_DISK_PERCENT: u64 = 5;
-/// Upper bound of the default free-disk floor: 1 GiB.
-pub const DEFAULT_MIN_FREE_DISK_CAP: u64 = 1 << 30;
-/// The low-water mark: once at its cap, the relay takes writes again when the queue is
-/// under this share (percent) of the cap.
-pub const LOW_WATER_PERCENT: u64 = 90;
-/// Bytes the queue stores per message besides its payload, index and error text (headers,
-/// ids, times, hash; measured per backend in docs/benchmarks.md, rounded up).
-pub const RECORD_OVERHEAD: u64 = 96;
+pub use crate::config::{
+    DEFAULT_MAX_QUEUE_SHARE_PERCENT, DEFAULT_MIN_FREE_DISK_CAP, DEFAULT_MIN_FREE_DISK_PERCENT,
+    LOW_WATER_PERCENT, RECORD_OVERHEAD, REFRESH, RETRY_AFTER,
+};
 
 /// The limits.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -139,16 +115,16 @@ pub(crate) fn disk(path: &std::path::Path) -> Option<Disk> {
 pub(crate) struct Admission {
     pub config: AdmissionConfig,
     /// The estimate at the last refresh.
-    measured: AtomicU64,
+    pub(crate) measured: AtomicU64,
     /// Bytes reserved by appends since the last refresh began.
-    reserved: AtomicU64,
+    pub(crate) reserved: AtomicU64,
     /// Free disk at the last refresh (`u64::MAX`: not measured).
-    free_disk: AtomicU64,
+    pub(crate) free_disk: AtomicU64,
     /// Stored bytes and messages this relay appended (for the mean message size).
-    appended_bytes: AtomicU64,
-    appended_messages: AtomicU64,
+    pub(crate) appended_bytes: AtomicU64,
+    pub(crate) appended_messages: AtomicU64,
     /// At or above the high-water mark at the last check.
-    over: AtomicBool,
+    pub(crate) over: AtomicBool,
 }
 
 impl Admission {
@@ -171,7 +147,7 @@ impl Admission {
             .saturating_add(self.reserved.load(Ordering::Relaxed))
     }
 
-    fn free_disk(&self) -> u64 {
+    pub(crate) fn free_disk_now(&self) -> u64 {
         self.free_disk
             .load(Ordering::Relaxed)
             .saturating_sub(self.reserved.load(Ordering::Relaxed))
@@ -182,7 +158,7 @@ impl Admission {
     /// plus a tenth), so readiness does not flap with every delivered batch.
     pub fn overloaded(&self) -> Option<String> {
         let q = self.queue_bytes();
-        let free = self.free_disk();
+        let free = self.free_disk_now();
         let floor = self.config.min_free_disk_bytes;
         let was = self.over.load(Ordering::Relaxed);
         let cap_hit = self.config.max_queue_bytes.is_some_and(|m| {
@@ -255,12 +231,12 @@ impl Admission {
     }
 
     /// The mean stored size of a message (`None` before anything was appended or sampled).
-    fn mean(&self) -> Option<u64> {
+    pub(crate) fn mean(&self) -> Option<u64> {
         let n = self.appended_messages.load(Ordering::Relaxed);
         (n > 0).then(|| self.appended_bytes.load(Ordering::Relaxed) / n)
     }
 
-    fn set_over(&self, over: bool) {
+    pub(crate) fn set_over(&self, over: bool) {
         self.over.store(over, Ordering::Relaxed);
         metrics::gauge!("searchwire_relay_overloaded").set(if over { 1.0 } else { 0.0 });
     }
@@ -281,95 +257,6 @@ impl Admission {
 /// What a stored message of this size costs.
 pub(crate) fn stored_bytes(payload: usize, index: usize, error: usize) -> u64 {
     (payload + index + error) as u64 + RECORD_OVERHEAD
-}
-
-/// The 429 of a write the relay cannot hold now.
-pub(crate) fn rejected(reason: &str) -> Answer {
-    let mut a = Answer::error(
-        StatusCode::TOO_MANY_REQUESTS,
-        "es_rejected_execution_exception",
-        &format!("rejected execution: {reason}; the relay is delivering its backlog, send it again later"),
-    );
-    a.headers.insert(
-        header::RETRY_AFTER,
-        HeaderValue::from(RETRY_AFTER.as_secs()),
-    );
-    a
-}
-
-/// Measures the queue and the disk once.
-pub(crate) async fn refresh(shared: &Shared) {
-    let a = &shared.admission;
-    // What was reserved before the count was taken is in the count once it returns.
-    let reserved = a.reserved.load(Ordering::Relaxed);
-    let stats = shared.queue.stats().await;
-    if let Ok(s) = &stats {
-        // The queue's gauges, fresh at every scrape (health and the idle delivery loop set
-        // them too).
-        metrics::gauge!("searchwire_relay_backlog").set(s.backlog as f64);
-        metrics::gauge!("searchwire_relay_dead_letters").set(s.dead_letters as f64);
-        metrics::gauge!("searchwire_relay_oldest_age_seconds")
-            .set(s.oldest_age.map_or(0.0, |d| d.as_secs_f64()));
-        let messages = s.backlog + s.dead_letters;
-        let mean = match a.mean() {
-            Some(m) => m,
-            None if messages > 0 => sample(shared).await,
-            None => 0,
-        };
-        a.measured
-            .store(messages.saturating_mul(mean), Ordering::Relaxed);
-        let _ = a
-            .reserved
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |r| {
-                Some(r.saturating_sub(reserved))
-            });
-    }
-    if let Some(path) = &a.config.disk_path {
-        let path = path.clone();
-        if let Ok(Some(d)) = tokio::task::spawn_blocking(move || disk(&path)).await {
-            a.free_disk.store(d.free, Ordering::Relaxed);
-            metrics::gauge!("searchwire_relay_free_disk_bytes").set(d.free as f64);
-        }
-    }
-    metrics::gauge!("searchwire_relay_queue_bytes").set(a.queue_bytes() as f64);
-    if let Some(m) = a.config.max_queue_bytes {
-        metrics::gauge!("searchwire_relay_max_queue_bytes").set(m as f64);
-    }
-    // Updates the high-water state (and its gauge) from the fresh numbers.
-    let _ = a.overloaded();
-}
-
-/// The mean stored size of the oldest queued messages (a relay that restarts on a backlog
-/// has appended nothing yet); seeds the mean.
-async fn sample(shared: &Shared) -> u64 {
-    let page = shared.queue.list(None, 100).await.unwrap_or_default();
-    let n = page.len() as u64;
-    if n == 0 {
-        return RECORD_OVERHEAD;
-    }
-    let bytes: u64 = page
-        .iter()
-        .map(|m| {
-            stored_bytes(
-                m.payload.len(),
-                m.index.as_ref().map_or(0, String::len),
-                m.last_error.as_ref().map_or(0, String::len),
-            )
-        })
-        .sum();
-    shared.admission.appended(n, bytes);
-    bytes / n
-}
-
-/// Refreshes every [`REFRESH`] until `stop`.
-pub(crate) async fn refresh_loop(shared: std::sync::Arc<Shared>, mut stop: watch::Receiver<bool>) {
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(REFRESH) => {}
-            _ = stop.changed() => return,
-        }
-        refresh(&shared).await;
-    }
 }
 
 #[cfg(test)]
@@ -418,23 +305,6 @@ mod tests {
         let a = admission(None, 0, u64::MAX);
         assert!(a.reserve(u64::MAX / 2).is_ok());
         assert!(a.overloaded().is_none());
-    }
-
-    #[test]
-    fn the_rejection_is_opensearch_shaped_with_retry_after() {
-        let r = rejected("full");
-        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(
-            r.headers.get(header::RETRY_AFTER).map(|v| v.as_bytes()),
-            Some(&b"5"[..])
-        );
-        let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
-        assert_eq!(v["error"]["type"], "es_rejected_execution_exception");
-        assert_eq!(
-            v["error"]["root_cause"][0]["type"],
-            "es_rejected_execution_exception"
-        );
-        assert_eq!(v["status"], 429);
     }
 
     #[test]

@@ -63,10 +63,12 @@ mod delivery;
 mod discovery;
 pub mod filter_path;
 pub mod identity;
+mod measure;
 pub mod ndjson;
 mod passthrough;
 pub mod pattern;
 mod product;
+mod query;
 mod route;
 pub mod send;
 mod server;
@@ -187,8 +189,8 @@ impl Relay {
         }
         let (stop_tx, stop_rx) = watch::channel(false);
         // The queue's size and the free disk are known before the first write is admitted.
-        admission::refresh(&shared).await;
-        let admission = tokio::spawn(admission::refresh_loop(shared.clone(), stop_rx.clone()));
+        measure::refresh(&shared).await;
+        let admission = tokio::spawn(measure::refresh_loop(shared.clone(), stop_rx.clone()));
         let delivery = cfg
             .deliver
             .then(|| tokio::spawn(delivery::run(shared.clone(), stop_rx.clone())));

@@ -17,6 +17,7 @@ use crate::filter_path::FilterPath;
 use crate::identity::{self, MediaType, Product};
 use crate::ndjson::Defaults;
 use crate::pattern::{self, Methods};
+use crate::query::query_pairs;
 use crate::route::{self, Access, Call, Handled, Route};
 use crate::state::Shared;
 use crate::{admin, discovery, passthrough, single};
@@ -504,45 +505,10 @@ fn base64(input: &[u8]) -> String {
     out
 }
 
-/// `k=v&k2=v2`, percent-decoded (`+` is a space).
-pub(crate) fn query_pairs(q: &str) -> Vec<(String, String)> {
-    q.split('&')
-        .filter(|kv| !kv.is_empty())
-        .map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (decode(k), decode(v))
-        })
-        .collect()
-}
-
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h * 16 + l);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::decode;
 
     /// The pattern of the row that takes `method` on `path`.
     fn row(method: Method, path: &str) -> &'static str {
