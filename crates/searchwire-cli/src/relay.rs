@@ -43,6 +43,12 @@ queued one is answered 202 {\"result\":\"queued\"}; a scripted _update is passed
 once, never queued; a conditional (if_seq_no) write is never queued. filter_path is honoured.
 Health: GET /health/retry-queue (200 ready; 503 over --backlog-threshold or draining), \
 GET /health/live, GET /metrics. Neither health path needs credentials.
+Overload: at --max-queue-bytes or --min-free-disk-bytes new writes get 429 with Retry-After \
+and es_rejected_execution_exception, and readiness is 503, until the queue drains under 90% of \
+the cap. Dead letters (with the relay's credentials): GET /_searchwire/dead_letters \
+(?index=&error_type=&older_than=&newer_than=&id=&after=&limit=), GET \
+/_searchwire/dead_letters/{id}, POST /_searchwire/dead_letters/_replay|_purge (a filter, or \
+all=true); see `searchwire queue dead-letters --help`.
 GET / answers as the fronted cluster (--present-as): its own GET / and, for Elasticsearch, \
 X-Elastic-Product: Elasticsearch on every response and the compatible-with media types of \
 the official clients (9 and 8 in front of 9.x, 8 in front of 8.x).
