@@ -19,6 +19,7 @@
 mod args;
 mod compress_args;
 mod connect;
+mod dead_letters;
 mod durations;
 mod exit;
 mod explain;
@@ -31,12 +32,14 @@ mod metrics;
 mod otlp;
 mod output;
 mod queue;
+mod queue_args;
 mod redis_args;
 mod relay;
 mod relay_check;
 mod relay_config;
 mod relay_file;
 mod relay_settings;
+mod relay_limits;
 mod request;
 mod signals;
 

@@ -5,23 +5,22 @@
 //! - `list [--dead-letters]`: queued messages (or dead letters) by id, one per line.
 //! - `replay --all | --id ID...`: dead letters back into the queue, due now.
 //! - `purge --all | --id ID...`: dead letters deleted for good.
+//! - `dead-letters list|show|replay|purge`: dead letters chosen by index, error type and age
+//!   (`crate::dead_letters`).
 //! - `deliver --url ...`: drains the queue into the cluster (the bulk crate's delivery loop,
 //!   [`searchwire_bulk::deliver`], as `searchwire ingest` uses it after its input). Unlike
 //!   the others, it leases.
 //!
 //! The JSON shapes (`--json`) are a contract, listed in `searchwire queue --help`.
 
-use std::path::PathBuf;
-
 use clap::{ArgGroup, Args, Subcommand};
-use searchwire_queue::redis::{DEFAULT_GROUP, DEFAULT_STREAM};
-use searchwire_queue::{
-    DeadLetter, EmbeddedConfig, ErrorKind, Message, MessageId, Queue, Selection, Stats,
-};
+use searchwire_queue::{DeadLetter, EmbeddedConfig, ErrorKind, MessageId, Queue, Selection, Stats};
 use serde::Serialize;
 
 use crate::exit;
 use crate::output;
+use crate::queue_args::Listed;
+pub use crate::queue_args::QueueArgs;
 
 /// `searchwire queue ...`
 #[derive(Debug, Subcommand)]
@@ -36,6 +35,9 @@ pub enum QueueCommand {
     Purge(SelectArgs),
     /// Drain the queue into the cluster: lease, send, ack (until it is empty or --timeout).
     Deliver(Box<DeliverArgs>),
+    /// Dead letters chosen by index, error type and age: list, show, replay, purge.
+    #[command(subcommand, after_help = crate::dead_letters::AFTER_HELP)]
+    DeadLetters(crate::dead_letters::DeadLettersCommand),
 }
 
 /// `queue deliver`
@@ -75,30 +77,6 @@ UTF-8 text, or null with \"payload_hex\" when it is not UTF-8); replay {\"replay
 Times are RFC 3339 UTC.
 Exit codes: 0 success, 1 the queue failed (storage or Redis error), 2 usage error, 6 deliver \
 stopped (--timeout, or the cluster still failing) with messages left (\"left\" > 0).";
-
-/// Where the queue is.
-#[derive(Debug, Args)]
-#[command(group(ArgGroup::new("backend").required(true).args(["queue_dir", "redis", "redis_sentinel"])))]
-#[command(group(ArgGroup::new("redis_target").args(["redis", "redis_sentinel"])))]
-pub struct QueueArgs {
-    /// The embedded queue's data directory.
-    #[arg(long, value_name = "DIR")]
-    pub queue_dir: Option<PathBuf>,
-    /// A Redis queue: redis://[user:password@]host:port[/db].
-    #[arg(long, value_name = "URL")]
-    pub redis: Option<String>,
-    /// The Redis stream (the queue's name).
-    #[arg(long, value_name = "NAME", default_value = DEFAULT_STREAM, requires = "redis_target")]
-    pub stream: String,
-    /// The Redis consumer group.
-    #[arg(long, value_name = "NAME", default_value = DEFAULT_GROUP, requires = "redis_target")]
-    pub group: String,
-    #[command(flatten)]
-    pub redis_ha: crate::redis_args::RedisHaArgs,
-    /// JSON output (see `searchwire queue --help`).
-    #[arg(long)]
-    pub json: bool,
-}
 
 /// `queue stats`
 #[derive(Debug, Args)]
@@ -157,7 +135,14 @@ pub async fn run(cmd: QueueCommand, auth: crate::connect::Auth) -> u8 {
         QueueCommand::Stats(a) => &a.queue,
         QueueCommand::List(a) => &a.queue,
         QueueCommand::Replay(a) | QueueCommand::Purge(a) => &a.queue,
+        QueueCommand::DeadLetters(d) => d.queue_args(),
     };
+    if let QueueCommand::DeadLetters(d) = &cmd {
+        if let Some(e) = d.usage_error() {
+            output::error_message(e);
+            return exit::USAGE;
+        }
+    }
     if let QueueCommand::Purge(a) = &cmd {
         if !a.yes {
             output::error_message("purge deletes dead letters for good: add --yes to confirm");
@@ -178,6 +163,19 @@ pub async fn run(cmd: QueueCommand, auth: crate::connect::Auth) -> u8 {
     }
     let result = match cmd {
         QueueCommand::Deliver(_) => Ok(String::new()),
+        QueueCommand::DeadLetters(d) => match crate::dead_letters::run(&queue, &d).await {
+            Ok(crate::dead_letters::Outcome::Text(t)) => Ok(t),
+            Ok(crate::dead_letters::Outcome::NotFound(id)) => {
+                if let Queue::Embedded(q) = &queue {
+                    let _ = q.close().await;
+                }
+                output::error_message(format!(
+                    "no dead letter has id {id} (see `searchwire queue dead-letters list`)"
+                ));
+                return exit::HTTP_ERROR;
+            }
+            Err(e) => Err(e),
+        },
         QueueCommand::Stats(_) => queue.stats().await.map(|s| render_stats(&s, json)),
         QueueCommand::List(a) => list(&queue, &a).await,
         QueueCommand::Replay(a) => queue.replay(&a.selection()).await.map(|r| {
@@ -405,31 +403,6 @@ async fn list(q: &Queue, a: &ListArgs) -> searchwire_queue::Result<String> {
 /// A reason on one table line.
 fn one_line(s: &str) -> String {
     s.replace(['\n', '\t'], " ")
-}
-
-#[derive(Serialize)]
-struct Listed<'a> {
-    #[serde(flatten)]
-    message: &'a Message,
-    payload_bytes: usize,
-    payload: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload_hex: Option<String>,
-}
-
-impl<'a> Listed<'a> {
-    fn new(m: &'a Message) -> Self {
-        let text = std::str::from_utf8(&m.payload).ok();
-        Listed {
-            message: m,
-            payload_bytes: m.payload.len(),
-            payload: text,
-            payload_hex: match text {
-                Some(_) => None,
-                None => Some(m.payload.iter().map(|b| format!("{b:02x}")).collect()),
-            },
-        }
-    }
 }
 
 #[derive(Serialize)]

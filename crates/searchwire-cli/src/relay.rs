@@ -45,6 +45,12 @@ queued one is answered 202 {\"result\":\"queued\"}; a scripted _update is passed
 once, never queued; a conditional (if_seq_no) write is never queued. filter_path is honoured.
 Health: GET /health/retry-queue (200 ready; 503 over --backlog-threshold or draining), \
 GET /health/live, GET /metrics. Neither health path needs credentials.
+Overload: at --max-queue-bytes or --min-free-disk-bytes new writes get 429 with Retry-After \
+and es_rejected_execution_exception, and readiness is 503, until the queue drains under 90% of \
+the cap. Dead letters (with the relay's credentials): GET /_searchwire/dead_letters \
+(?index=&error_type=&older_than=&newer_than=&id=&after=&limit=), GET \
+/_searchwire/dead_letters/{id}, POST /_searchwire/dead_letters/_replay|_purge (a filter, or \
+all=true); see `searchwire queue dead-letters --help`.
 GET / answers as the fronted cluster (--present-as): its own GET / and, for Elasticsearch, \
 X-Elastic-Product: Elasticsearch on every response and the compatible-with media types of \
 the official clients (9 and 8 in front of 9.x, 8 in front of 8.x).
@@ -223,6 +229,12 @@ pub struct RelayArgs {
         help = "Start the --pass-through list empty instead of from the defaults (reads, _refresh, index, data stream and template creation)"
     )]
     pub no_default_pass_through: bool,
+
+    #[arg(long, value_name = "BYTES", value_parser = crate::relay_limits::parse_bytes, help = "Largest size of the queue (queued items and dead letters, estimated); at it, new writes get 429 with Retry-After and readiness is 503 [default: embedded, half the free disk of --queue-dir at start; Redis, none (maxmemory bounds it)]")]
+    pub max_queue_bytes: Option<u64>,
+
+    #[arg(long, value_name = "BYTES", value_parser = crate::relay_limits::parse_bytes, help = "Embedded queue: free space its filesystem keeps; below it, new writes get 429 and readiness is 503 [default: 5% of the filesystem, at most 1GiB]")]
+    pub min_free_disk_bytes: Option<u64>,
 }
 
 /// The pass-through allow list: the defaults (unless `--no-default-pass-through`), then
@@ -281,6 +293,18 @@ pub async fn run(a: RelayArgs, auth: Auth, effective: Option<String>) -> u8 {
         }
     };
     let auth = relay_auth(&a);
+    let limits = match crate::relay_limits::limits(
+        a.redis_ha.config(a.redis.as_deref()).is_some(),
+        a.queue_dir.clone(),
+        a.max_queue_bytes,
+        a.min_free_disk_bytes,
+    ) {
+        Ok(l) => l,
+        Err(e) => {
+            output::error_message(e);
+            return exit::USAGE;
+        }
+    };
     let pass_through = pass_through(&a);
     let config = RelayConfig {
         listen: a.listen,
@@ -317,6 +341,7 @@ pub async fn run(a: RelayArgs, auth: Auth, effective: Option<String>) -> u8 {
             return exit::USAGE;
         }
     };
+    relay = relay.admission(limits);
     if let Some(h) = handle {
         relay = relay.metrics_render(Arc::new(move || h.render()));
     }

@@ -24,7 +24,8 @@
 //!   at once and marked [`Message::pending_shutdown`] (it may have been delivered already).
 //! - [`Queue::stats`] reports backlog, due, leased, oldest age and dead letters;
 //!   [`Queue::list`] and [`Queue::dead_letters`] page through messages;
-//!   [`Queue::replay`] re-drives dead letters, [`Queue::purge`] deletes them.
+//!   [`Queue::replay`] re-drives dead letters, [`Queue::purge`] deletes them;
+//!   [`DeadLetterFilter`] chooses them by index, error type ([`error_type`]) and age.
 //!
 //! Time is injected ([`QueueOptions::clock`]): due times and lease ends are read from it, so
 //! tests use a [`ManualClock`] and never sleep.
@@ -46,6 +47,7 @@
 #![forbid(unsafe_code)]
 
 mod clock;
+mod dead_filter;
 pub mod embedded;
 mod error;
 mod message;
@@ -56,6 +58,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
+pub use dead_filter::{error_type, DeadLetterFilter};
 pub use embedded::{EmbeddedConfig, EmbeddedQueue};
 pub use error::{Error, ErrorKind, Result};
 pub use message::{

@@ -13,7 +13,8 @@ mod support;
 use std::time::Duration;
 
 use searchwire_queue::{
-    Appended, ErrorKind, MessageId, NewMessage, Queue, Rescheduled, Selection, MAX_ERROR_BYTES,
+    error_type, Appended, DeadLetterFilter, ErrorKind, MessageId, NewMessage, Queue, Rescheduled,
+    Selection, MAX_ERROR_BYTES,
 };
 use support::{Backend, Ctx, LEASE};
 
@@ -433,6 +434,117 @@ async fn dead_letters_can_be_listed_replayed_and_purged(b: Backend) {
     assert_eq!(q.replay(&Selection::All).await.unwrap().replayed, 0);
 }
 
+async fn dead_letters_are_chosen_by_index_error_type_and_age_and_replayed_once(b: Backend) {
+    let Some(c) = Ctx::new(b).await else { return };
+    let q = c.q();
+    let mapping =
+        r#"400: {"type":"mapper_parsing_exception","reason":"failed to parse field [n]"}"#;
+    let ids = append(
+        q,
+        vec![
+            msg("a0").index("logs-a").max_retries(7),
+            msg("a1").index("logs-b"),
+            msg("a2").index("metrics"),
+        ],
+    )
+    .await;
+    let l = q.lease(10).await.unwrap();
+    // a0 with 2 failed attempts before it died of a mapping error.
+    let mut a0 = l[0].clone();
+    for _ in 0..2 {
+        let r = q.reschedule(&a0, c.at(0), "503 unavailable").await.unwrap();
+        assert!(matches!(r, Rescheduled::Scheduled { .. }));
+        a0 = q.lease(10).await.unwrap().remove(0);
+    }
+    assert!(q.dead_letter(&a0, mapping).await.unwrap());
+    assert!(q.dead_letter(&l[1], mapping).await.unwrap());
+    c.clock.advance(Duration::from_secs(120));
+    assert!(q
+        .dead_letter(&l[2], "deadline_exceeded: still undeliverable")
+        .await
+        .unwrap());
+
+    let f = |index: Option<&str>, t: Option<&str>, older: Option<u64>| DeadLetterFilter {
+        index: index.map(str::to_owned),
+        error_type: t.map(str::to_owned),
+        older_than: older.map(Duration::from_secs),
+        ..Default::default()
+    };
+    let found = |f: DeadLetterFilter| async move {
+        q.find_dead_letters(&f, None, 100)
+            .await
+            .unwrap()
+            .iter()
+            .map(|d| d.message.id)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(found(f(Some("logs-*"), None, None)).await, ids[..2]);
+    assert_eq!(
+        found(f(None, Some("mapper_parsing_exception"), None)).await,
+        ids[..2]
+    );
+    assert_eq!(
+        found(f(None, Some("deadline_exceeded"), None)).await,
+        ids[2..]
+    );
+    assert_eq!(
+        found(f(None, None, Some(60))).await,
+        ids[..2],
+        "dead 2 min ago"
+    );
+    assert_eq!(found(f(Some("logs-b"), None, Some(60))).await, ids[1..2]);
+    assert_eq!(found(f(None, None, None)).await.len(), 3);
+    assert_eq!(
+        q.find_dead_letters(&f(None, None, None), Some(ids[0]), 1)
+            .await
+            .unwrap()[0]
+            .message
+            .id,
+        ids[1],
+        "paged after an id, at most limit"
+    );
+
+    // What a dead letter keeps: its payload (the original action and source), the
+    // cluster's error, its attempts.
+    let d = q
+        .dead_letter_by_id(ids[0])
+        .await
+        .unwrap()
+        .expect("a0 is dead");
+    assert_eq!(d.message.payload, b"a0");
+    assert_eq!(d.reason, mapping);
+    assert_eq!(d.message.attempts, 2);
+    assert_eq!(error_type(&d.reason), "mapper_parsing_exception");
+    assert!(q
+        .dead_letter_by_id(MessageId(999_999))
+        .await
+        .unwrap()
+        .is_none());
+
+    // Replay the mapping errors of logs-*: back under their ids, once.
+    let sel = q
+        .select_dead_letters(&f(Some("logs-*"), Some("mapper_parsing_exception"), None))
+        .await
+        .unwrap();
+    assert_eq!(sel, Selection::Ids(ids[..2].to_vec()));
+    assert_eq!(q.replay(&sel).await.unwrap().replayed, 2);
+    assert_eq!(
+        q.replay(&sel).await.unwrap().replayed,
+        0,
+        "a second replay finds none"
+    );
+    let back: Vec<_> = q.lease(10).await.unwrap().iter().map(|l| l.id()).collect();
+    assert_eq!(back, ids[..2]);
+    let s = q.stats().await.unwrap();
+    assert_eq!((s.backlog, s.dead_letters), (2, 1));
+    assert_eq!(
+        q.select_dead_letters(&DeadLetterFilter::default())
+            .await
+            .unwrap(),
+        Selection::All
+    );
+}
+
 async fn release_gives_back_this_consumers_leases_marked_pending_shutdown(b: Backend) {
     let Some(c) = Ctx::new(b).await else { return };
     let a = c.q();
@@ -640,6 +752,7 @@ conformance!(
     a_deferral_keeps_the_attempts_and_never_dead_letters,
     a_lost_lease_cannot_reschedule_or_dead_letter,
     dead_letters_can_be_listed_replayed_and_purged,
+    dead_letters_are_chosen_by_index_error_type_and_age_and_replayed_once,
     release_gives_back_this_consumers_leases_marked_pending_shutdown,
     stats_report_backlog_due_leased_oldest_age_and_dead_letters,
     list_pages_through_queued_messages_by_id,

@@ -145,6 +145,13 @@ pub(crate) async fn take(
     priority: Option<u8>,
 ) -> Result<Vec<Taken>, Answer> {
     let cfg = &shared.config;
+    if let Some(why) = shared.admission.overloaded() {
+        // At the high-water mark: nothing is tried or queued; the shipper backs off.
+        metrics::counter!("searchwire_relay_requests_total", "result" => "overloaded").increment(1);
+        metrics::counter!("searchwire_relay_items_total", "outcome" => "overloaded")
+            .increment(items.len() as u64);
+        return Err(overloaded(&why));
+    }
     let refs: Vec<&Item> = items.iter().collect();
     let outcomes = if cfg.queue_only {
         vec![Verdict::Retry("queue-only relay".into()); items.len()]
@@ -197,23 +204,41 @@ pub(crate) async fn take(
         }
     }
     let queued = if batch.is_empty() {
-        Ok(())
+        Queued::Yes
     } else {
         let n = batch.len();
-        match shared.queue.append(batch).await {
-            Ok(_) => {
-                shared.wake.notify_one();
-                Ok(())
+        let bytes: u64 = batch
+            .iter()
+            .map(|m| {
+                crate::admission::stored_bytes(
+                    m.payload.len(),
+                    m.index.as_ref().map_or(0, String::len),
+                    m.last_error.as_ref().map_or(0, String::len),
+                )
+            })
+            .sum();
+        match shared.admission.reserve(bytes) {
+            Err(why) => {
+                tracing::warn!(items = n, reason = %why, "cannot hold items: answering them 429");
+                Queued::Full(why)
             }
-            Err(e) => {
-                tracing::error!(items = n, error = %e, "cannot queue items: answering them 503");
-                Err(e.to_string())
-            }
+            Ok(()) => match shared.queue.append(batch).await {
+                Ok(_) => {
+                    shared.admission.appended(n as u64, bytes);
+                    shared.wake.notify_one();
+                    Queued::Yes
+                }
+                Err(e) => {
+                    shared.admission.release(bytes);
+                    tracing::error!(items = n, error = %e, "cannot queue items: answering them 503");
+                    Queued::Failed(e.to_string())
+                }
+            },
         }
     };
     let mut out = Vec::with_capacity(items.len());
-    let (mut indexed, mut failed, mut queued_n, mut unqueued, mut not_queued) =
-        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let (mut indexed, mut failed, mut queued_n, mut unqueued, mut not_queued, mut overloaded) =
+        (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
     for (item, outcome) in items.iter().zip(outcomes) {
         let (status, body) = match outcome {
             // Refused with a request of other items that were not all refused: the refusal
@@ -247,11 +272,17 @@ pub(crate) async fn take(
                 )))
             }
             Verdict::Retry(_) => match &queued {
-                Ok(()) => {
+                Queued::Yes => {
                     queued_n += 1;
                     (200, queued_item(item))
                 }
-                Err(e) => {
+                Queued::Full(why) => {
+                    overloaded += 1;
+                    (429, error_body(item, 429, "es_rejected_execution_exception", &format!(
+                        "rejected execution: the cluster could not take this item now and {why}; send it again later"
+                    )))
+                }
+                Queued::Failed(e) => {
                     unqueued += 1;
                     (503, error_body(item, 503, "searchwire_queue_unavailable", &format!(
                         "the cluster could not take this item now and the relay's queue failed ({e}); send it again"
@@ -267,12 +298,37 @@ pub(crate) async fn take(
         ("queued", queued_n),
         ("queue_error", unqueued),
         ("not_queued", not_queued),
+        ("overloaded", overloaded),
     ] {
         if n > 0 {
             metrics::counter!("searchwire_relay_items_total", "outcome" => outcome).increment(n);
         }
     }
     Ok(out)
+}
+
+/// What became of the items the cluster could not take now.
+enum Queued {
+    /// Durably queued.
+    Yes,
+    /// Not queued: the relay's limits (`crate::admission`) leave no room; answered 429.
+    Full(String),
+    /// Not queued: the append failed (a full disk, a Redis OOM); answered 503.
+    Failed(String),
+}
+
+/// The 429 of a write the relay cannot hold now.
+pub(crate) fn overloaded(reason: &str) -> Answer {
+    let mut a = Answer::error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "es_rejected_execution_exception",
+        &format!("rejected execution: {reason}; the relay is delivering its backlog, send it again later"),
+    );
+    a.headers.insert(
+        http::header::RETRY_AFTER,
+        http::HeaderValue::from(crate::config::RETRY_AFTER.as_secs()),
+    );
+    a
 }
 
 /// The error type of a conditional write the cluster could not take now (not queued).
@@ -290,4 +346,28 @@ fn queued_item(item: &Item) -> Map<String, Value> {
     m.insert("result".into(), Value::String(QUEUED.into()));
     m.insert("status".into(), json!(200));
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rejection_is_opensearch_shaped_with_retry_after() {
+        let r = overloaded("full");
+        assert_eq!(r.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(
+            r.headers
+                .get(http::header::RETRY_AFTER)
+                .map(|v| v.as_bytes()),
+            Some(&b"5"[..])
+        );
+        let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+        assert_eq!(v["error"]["type"], "es_rejected_execution_exception");
+        assert_eq!(
+            v["error"]["root_cause"][0]["type"],
+            "es_rejected_execution_exception"
+        );
+        assert_eq!(v["status"], 429);
+    }
 }

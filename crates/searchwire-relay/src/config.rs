@@ -64,6 +64,29 @@ pub const BULK_LINGER: Duration = Duration::from_millis(2);
 /// How often the TLS files are checked for changes (defined with [`TlsFiles`]).
 pub use crate::tls_files::TLS_RELOAD_INTERVAL;
 
+/// How often the queue's size and the free disk are measured.
+pub const REFRESH: Duration = Duration::from_secs(1);
+/// `Retry-After` of a 429 for overload: long enough for the delivery loop to drain a
+/// slice of the backlog, short enough that a shipper's own backoff dominates.
+pub const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// Default `max_queue_bytes` of the embedded queue: this share (percent) of the free space
+/// of the queue directory's filesystem when the relay starts, so the queue cannot take the
+/// disk from the system it runs on. Redis has no default cap: its `maxmemory` is the bound
+/// and an OOM there is answered 503 (set `--max-queue-bytes` to stop earlier, with 429).
+pub const DEFAULT_MAX_QUEUE_SHARE_PERCENT: u64 = 50;
+/// Default free-disk floor: this share (percent) of the filesystem's size, at most
+/// [`DEFAULT_MIN_FREE_DISK_CAP`]: the room redb needs for a commit (it writes new pages
+/// before it frees old ones) and the system for its logs.
+pub const DEFAULT_MIN_FREE_DISK_PERCENT: u64 = 5;
+/// Upper bound of the default free-disk floor: 1 GiB.
+pub const DEFAULT_MIN_FREE_DISK_CAP: u64 = 1 << 30;
+/// The low-water mark: once at its cap, the relay takes writes again when the queue is
+/// under this share (percent) of the cap.
+pub const LOW_WATER_PERCENT: u64 = 90;
+/// Bytes the queue stores per message besides its payload, index and error text (headers,
+/// ids, times, hash; measured per backend in docs/benchmarks.md, rounded up).
+pub const RECORD_OVERHEAD: u64 = 96;
+
 fn secs(d: Duration) -> String {
     if d.subsec_millis() == 0 {
         format!("{}s", d.as_secs())
@@ -169,6 +192,33 @@ pub fn defaults() -> Vec<(&'static str, String, &'static str)> {
             "TLS reload interval",
             secs(TLS_RELOAD_INTERVAL),
             "a renewed certificate is served within this without a SIGHUP; three stat calls",
+        ),
+        (
+            "max queue bytes",
+            format!(
+                "embedded: {}% of the free disk at start; Redis: none",
+                DEFAULT_MAX_QUEUE_SHARE_PERCENT
+            ),
+            "the queue cannot take the disk; Redis is bounded by its maxmemory (OOM: 503)",
+        ),
+        (
+            "min free disk",
+            format!(
+                "{}% of the filesystem, at most {} GiB",
+                DEFAULT_MIN_FREE_DISK_PERCENT,
+                DEFAULT_MIN_FREE_DISK_CAP >> 30
+            ),
+            "redb writes new pages before it frees old ones: a full disk stops even deliveries",
+        ),
+        (
+            "overload Retry-After",
+            secs(RETRY_AFTER),
+            "429 at the high-water mark; the shipper's own backoff dominates",
+        ),
+        (
+            "overload low-water mark",
+            format!("{}% of the cap", LOW_WATER_PERCENT),
+            "once at the cap, writes are taken again under it: readiness does not flap",
         ),
     ]
 }

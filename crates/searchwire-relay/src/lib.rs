@@ -55,6 +55,8 @@
 #![allow(clippy::result_large_err)]
 
 pub mod accept;
+mod admin;
+pub mod admission;
 mod body;
 pub mod config;
 mod delivery;
@@ -62,10 +64,12 @@ mod discovery;
 pub mod filter_path;
 pub mod identity;
 mod listener;
+mod measure;
 pub mod ndjson;
 mod passthrough;
 pub mod pattern;
 mod product;
+mod query;
 mod route;
 pub mod send;
 mod server;
@@ -150,6 +154,7 @@ impl Relay {
                 learned: Mutex::new(state::Learned::default()),
                 metrics: None,
                 tls,
+                admission: admission::Admission::new(admission::AdmissionConfig::default()),
             }),
             listener,
         })
@@ -166,6 +171,15 @@ impl Relay {
     /// Reloads the listener's TLS certificate from its files (SIGHUP); `None` without TLS.
     pub fn tls_reload(&self) -> Option<TlsReload> {
         self.shared.tls.clone().map(TlsReload)
+    }
+
+    /// Bounds the queue under overload with these limits (see [`admission`]); without this
+    /// call there is none.
+    pub fn admission(mut self, config: admission::AdmissionConfig) -> Self {
+        if let Some(s) = Arc::get_mut(&mut self.shared) {
+            s.admission = admission::Admission::new(config);
+        }
+        self
     }
 
     /// The address it listens on (the port, when bound to port 0).
@@ -188,6 +202,9 @@ impl Relay {
             Err(e) => tracing::warn!(error = %e, "cannot release a previous run's leases"),
         }
         let (stop_tx, stop_rx) = watch::channel(false);
+        // The queue's size and the free disk are known before the first write is admitted.
+        measure::refresh(&shared).await;
+        let admission = tokio::spawn(measure::refresh_loop(shared.clone(), stop_rx.clone()));
         let delivery = cfg
             .deliver
             .then(|| tokio::spawn(delivery::run(shared.clone(), stop_rx.clone())));
@@ -237,6 +254,7 @@ impl Relay {
         if let Some(t) = tls_watch {
             t.abort();
         }
+        admission.abort();
         let delivery_drained = match delivery {
             None => true,
             Some(mut task) => {

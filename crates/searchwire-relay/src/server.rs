@@ -17,10 +17,11 @@ use crate::filter_path::FilterPath;
 use crate::identity::{self, MediaType, Product};
 use crate::ndjson::Defaults;
 use crate::pattern::{self, Methods};
+use crate::query::query_pairs;
 use crate::route::{self, Access, Call, Handled, Route};
 use crate::state::Shared;
 use crate::tls::ClientCertified;
-use crate::{discovery, passthrough, single};
+use crate::{admin, discovery, passthrough, single};
 
 use crate::config::PRIORITY_HEADER;
 
@@ -157,6 +158,34 @@ pub(crate) static ROUTES: &[Route] = &[
         when: None,
         access: Access::Write,
         handler: single_write,
+    },
+    Route {
+        methods: Methods::POST,
+        pattern: "/_searchwire/dead_letters/_replay",
+        when: None,
+        access: Access::Relay,
+        handler: admin::replay,
+    },
+    Route {
+        methods: Methods::POST,
+        pattern: "/_searchwire/dead_letters/_purge",
+        when: None,
+        access: Access::Relay,
+        handler: admin::purge,
+    },
+    Route {
+        methods: Methods::GET,
+        pattern: "/_searchwire/dead_letters",
+        when: None,
+        access: Access::Relay,
+        handler: admin::list,
+    },
+    Route {
+        methods: Methods::GET,
+        pattern: "/_searchwire/dead_letters/{id}",
+        when: None,
+        access: Access::Relay,
+        handler: admin::show,
     },
     Route {
         methods: Methods::GET,
@@ -405,10 +434,11 @@ pub(crate) async fn health(shared: &Shared) -> Answer {
     match shared.queue.stats().await {
         Ok(s) => {
             let over = s.backlog > shared.config.backlog_threshold;
-            let ready = !draining && !over;
+            let overloaded = shared.admission.overloaded();
+            let ready = !draining && !over && overloaded.is_none();
             metrics::gauge!("searchwire_relay_backlog").set(s.backlog as f64);
             metrics::gauge!("searchwire_relay_dead_letters").set(s.dead_letters as f64);
-            let body = json!({
+            let mut body = json!({
                 "backlog": s.backlog,
                 "due": s.due,
                 "leased": s.leased,
@@ -419,6 +449,14 @@ pub(crate) async fn health(shared: &Shared) -> Answer {
                 "draining": draining,
                 "ready": ready,
             });
+            if let (Some(b), serde_json::Value::Object(limits)) =
+                (body.as_object_mut(), shared.admission.health())
+            {
+                b.extend(limits);
+                if let Some(why) = overloaded {
+                    b.insert("overloaded_reason".into(), why.into());
+                }
+            }
             let status = if ready {
                 StatusCode::OK
             } else {
@@ -476,45 +514,10 @@ fn base64(input: &[u8]) -> String {
     out
 }
 
-/// `k=v&k2=v2`, percent-decoded (`+` is a space).
-fn query_pairs(q: &str) -> Vec<(String, String)> {
-    q.split('&')
-        .filter(|kv| !kv.is_empty())
-        .map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            (decode(k), decode(v))
-        })
-        .collect()
-}
-
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < b.len() => match (hex(b[i + 1]), hex(b[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push(h * 16 + l);
-                    i += 2;
-                }
-                _ => out.push(b'%'),
-            },
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex(c: u8) -> Option<u8> {
-    (c as char).to_digit(16).map(|d| d as u8)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::query::decode;
 
     /// The pattern of the row that takes `method` on `path`.
     fn row(method: Method, path: &str) -> &'static str {

@@ -36,6 +36,8 @@ pub(crate) struct Shared {
     pub metrics: Option<MetricsRender>,
     /// TLS on the listener (`RelayConfig::tls`), its configuration reloadable.
     pub tls: Option<Arc<crate::tls::Tls>>,
+    /// The queue's limits under overload (`crate::admission`).
+    pub admission: crate::admission::Admission,
 }
 
 /// What the relay last learned from the cluster's `GET /`.
