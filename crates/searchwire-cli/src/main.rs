@@ -38,8 +38,8 @@ mod relay;
 mod relay_check;
 mod relay_config;
 mod relay_file;
-mod relay_settings;
 mod relay_limits;
+mod relay_settings;
 mod request;
 mod signals;
 
