@@ -4,13 +4,19 @@
 //!
 //! Gated like the other real-node tests: skipped without `SEARCHWIRE_TEST_CLUSTER` unless
 //! `SEARCHWIRE_REQUIRE_CLUSTER=1`.
+//!
+//! Also: a real node whose `http.max_content_length` is smaller than the indexer's batches
+//! (`SEARCHWIRE_TEST_SMALL_BODY_CLUSTER`, one node `scripts/test` starts with a 64 KiB
+//! limit; skipped without it unless `SEARCHWIRE_REQUIRE_SMALL_BODY_CLUSTER=1`) answers the
+//! first batches 413: the indexer splits them and lowers its batch bound, and every
+//! document is stored, none dead-lettered.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod real_support;
 
 use std::time::Duration;
 
-use real_support::{create_index, ingest, run_clean, tmp, OPENSEARCH};
+use real_support::{cluster_health, create_index, ingest, run_clean, tmp, OPENSEARCH};
 use searchwire::{Client, Request};
 use serde_json::{json, Value};
 
@@ -112,5 +118,73 @@ fn ingest_compress_stores_exactly_the_documents_a_plain_ingest_stores() {
         for index in [plain, gz] {
             let _ = client.send(Request::delete(format!("/{index}"))).await;
         }
+    });
+}
+
+/// The node with a small `http.max_content_length`, or `None` (skip) when not given.
+fn small_body_node() -> Option<String> {
+    match std::env::var("SEARCHWIRE_TEST_SMALL_BODY_CLUSTER") {
+        Ok(u) if !u.trim().is_empty() => Some(u.trim().to_owned()),
+        _ => {
+            let required = std::env::var("SEARCHWIRE_REQUIRE_SMALL_BODY_CLUSTER")
+                .is_ok_and(|v| v.trim() == "1");
+            assert!(
+                !required,
+                "SEARCHWIRE_REQUIRE_SMALL_BODY_CLUSTER=1 but SEARCHWIRE_TEST_SMALL_BODY_CLUSTER is not set"
+            );
+            eprintln!("skipped: no SEARCHWIRE_TEST_SMALL_BODY_CLUSTER");
+            None
+        }
+    }
+}
+
+#[test]
+fn a_node_with_a_small_content_limit_gets_every_document_in_smaller_batches() {
+    let Some(url) = small_body_node() else {
+        return;
+    };
+    let rt = real_support::runtime();
+    rt.block_on(async {
+        let client = Client::builder().nodes([url.clone()]).build().unwrap();
+        let index = "sw-ingest-small-body";
+        let _ = client.send(Request::delete(format!("/{index}"))).await;
+        client
+            .send(Request::put(format!("/{index}")).json(&json!({
+                "settings": {"number_of_shards": 1, "number_of_replicas": 0},
+                "mappings": {"properties": {"id": {"type": "keyword"}, "n": {"type": "long"}}}
+            })))
+            .await
+            .unwrap();
+        cluster_health(
+            &client,
+            index,
+            &[("wait_for_status", "green")],
+            Duration::from_secs(60),
+        )
+        .await;
+        let input = tmp("small-body.ndjson");
+        write_input(&input);
+        let s = run_clean(
+            ingest(&url, &input, index, &[]),
+            Duration::from_secs(300),
+            "ingest into a node with a 64 KiB content limit",
+        )
+        .await;
+        assert_eq!(s["indexed"].as_u64(), Some(DOCS as u64), "{s}");
+        // The bound fell below the node's limit (the default batch is megabytes).
+        let bound = s["batch_bytes"].as_u64().unwrap_or(u64::MAX);
+        assert!(bound <= 64 * 1024, "batch bytes {bound} after 413s: {s}");
+        client
+            .send(Request::post(format!("/{index}/_refresh")))
+            .await
+            .unwrap();
+        let count: Value = client
+            .send(Request::get(format!("/{index}/_count")))
+            .await
+            .unwrap()
+            .json()
+            .unwrap();
+        assert_eq!(count["count"].as_u64(), Some(DOCS as u64), "{count}");
+        let _ = client.send(Request::delete(format!("/{index}"))).await;
     });
 }
