@@ -9,6 +9,10 @@
 #   all-503      every node answers every request 503
 #   throttle-30  30 % of the answers are 429 with Retry-After: 1
 #
+# and, when named in SCENARIOS (not run by default), the fake cluster's load-model scenarios
+# slow-node (node 0 answers 50 ms later), slow-recovers (for the first 20 s) and pause-300
+# (node 0 stalls 300 ms every 3 s);
+#
 # and prints one table: requests/s, p50/p99 latency, failed requests, server-side attempts per
 # request (requests the fake cluster received, health checks included, / requests the client
 # made), client CPU-seconds (getrusage user+system over the load, reported by each tool itself)

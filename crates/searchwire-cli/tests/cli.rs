@@ -844,7 +844,15 @@ fn trace_lines(stderr: &str) -> Vec<Value> {
 async fn trace_attempts_writes_one_json_line_per_attempt() {
     let c = cluster(2).await;
     c.node(0).once(Match::Any, Behavior::status(503));
-    let mut args = vec!["request", "GET", "/", "--trace-attempts"];
+    // Round robin: the first attempt must reach node 0 (latency-aware picks it at random).
+    let mut args = vec![
+        "request",
+        "GET",
+        "/",
+        "--trace-attempts",
+        "--selection",
+        "round-robin",
+    ];
     let u = urls(&c);
     args.extend(["--url", &u]);
     args.extend(FAST);

@@ -159,20 +159,17 @@ impl Choice {
         now: Instant,
     ) -> Option<&'t Arc<PoolNode>> {
         let n = t.nodes.len();
-        if n == 0 {
-            return None;
+        if n <= 1 {
+            // Nothing to choose: the only node, when it is live (round robin's answer too).
+            return t.nodes.first().filter(|n| n.is_alive());
         }
         let r = self.next();
         let i = below(r as u32, n);
-        let drawn = if n == 1 {
-            self.rank(t, i, tried, now)
-        } else {
-            let mut j = below((r >> 32) as u32, n - 1);
-            if j >= i {
-                j += 1;
-            }
-            better(self.rank(t, i, tried, now), self.rank(t, j, tried, now))
-        };
+        let mut j = below((r >> 32) as u32, n - 1);
+        if j >= i {
+            j += 1;
+        }
+        let drawn = better(self.rank(t, i, tried, now), self.rank(t, j, tried, now));
         if let Some(c) = drawn {
             if c.class == 0 {
                 return t.nodes.get(c.idx);
