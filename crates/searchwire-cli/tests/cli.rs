@@ -323,6 +323,10 @@ async fn attempt_timeout_then_failover_succeeds() {
             flag,
             "200ms",
             "--trace-attempts",
+            // The hanging node first: round robin starts at node 0 (latency-aware
+            // selection draws at random).
+            "--selection",
+            "round-robin",
         ])
         .await;
         assert_eq!(code(&out), 0, "{flag}: stderr: {}", stderr(&out));
