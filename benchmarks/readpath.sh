@@ -4,12 +4,15 @@
 # run side by side with the same load without the feature:
 #
 #   pause-300        node 0 stops for 300 ms every 3 s; `_search` at RATE/s from CONCURRENCY
-#                    callers, without and with `--hedge` (p95)
+#                    callers, without and with `--hedge` (p95), with the default latency-aware
+#                    selection and with `--selection round-robin`
 #   all-503          every node answers 503; with `--hedge`: attempts per offered request
 #   unloaded         the capacity model below at RATE/s: the unloaded latency
-#   overload         every node serves CAPACITY requests at once (1 ms each, the rest queue):
-#                    the offered rate is 2x the cluster's capacity (3 x 1000 x CAPACITY/s),
-#                    without and with `--adaptive-concurrency`
+#   overload         OVERLOAD_NODES (default 1) node(s) serving CAPACITY requests at once (1 ms
+#                    each, the rest queue): the offered rate is 2x the capacity
+#                    (OVERLOAD_NODES x 1000 x CAPACITY/s), without and with
+#                    `--adaptive-concurrency` (one node keeps the fake below one core, so
+#                    its model, not the CPU, is the bound)
 #
 # and prints one table: requests offered, ok, goodput/s, p50/p99 of the successful requests,
 # attempts the cluster received per offered request (health checks included). Every client
@@ -19,13 +22,14 @@
 #   FOR=15s RATE=150 CONCURRENCY=8 CAPACITY=1 benchmarks/readpath.sh
 #
 # Needs cargo and python3; builds the release CLI and the fake cluster. Takes about
-# 6 runs × FOR plus the builds.
+# 8 runs × FOR plus the builds.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dur="${FOR:-15s}"
 rate="${RATE:-150}"
 conc="${CONCURRENCY:-8}"
 capacity="${CAPACITY:-1}"
+over_nodes="${OVERLOAD_NODES:-1}"
 over_conc="${OVERLOAD_CONCURRENCY:-256}"
 work="$(mktemp -d)"
 fake_pid=""
@@ -62,29 +66,33 @@ run() {
   [ -s "$out.json" ] || { cat "$out.err" >&2; say "no summary from $name"; exit 1; }
 }
 
-over_rate=$(( 2 * 3 * 1000 * capacity ))
+over_rate=$(( 2 * over_nodes * 1000 * capacity ))
 run pause-300 pause-300 "" -- --rate "$rate" --concurrency "$conc"
 run pause-300-hedge pause-300 "" -- --rate "$rate" --concurrency "$conc" --hedge
+run pause-300-rr pause-300 "" -- --rate "$rate" --concurrency "$conc" --selection round-robin
+run pause-300-rr-hedge pause-300 "" -- --rate "$rate" --concurrency "$conc" \
+  --selection round-robin --hedge
 run all-503-hedge all-503 "" -- --rate "$rate" --concurrency "$conc" --hedge
-run unloaded steady "--capacity $capacity" -- --rate "$rate" --concurrency "$conc"
-run overload steady "--capacity $capacity" -- --rate "$over_rate" --concurrency "$over_conc" \
+run unloaded steady "--nodes $over_nodes --capacity $capacity" -- --rate "$rate" --concurrency "$conc"
+run overload steady "--nodes $over_nodes --capacity $capacity" -- --rate "$over_rate" --concurrency "$over_conc" \
   --attempt-timeout 2s
-run overload-limit steady "--capacity $capacity" -- --rate "$over_rate" --concurrency "$over_conc" \
+run overload-limit steady "--nodes $over_nodes --capacity $capacity" -- --rate "$over_rate" --concurrency "$over_conc" \
   --attempt-timeout 2s --adaptive-concurrency
 
-python3 - "$work" "$dur" "$rate" "$conc" "$capacity" "$over_rate" "$over_conc" <<'PY'
+python3 - "$work" "$dur" "$rate" "$conc" "$capacity" "$over_rate" "$over_conc" "$over_nodes" <<'PY'
 import json, sys
-work, dur, rate, conc, cap, over_rate, over_conc = sys.argv[1:]
-print(f"FOR={dur}; pause/503 runs: RATE={rate}/s, CONCURRENCY={conc}; overload: capacity "
-      f"{cap} at once per node (3 nodes, 1 ms each = {3000 * int(cap)}/s), offered "
-      f"{over_rate}/s from {over_conc} callers")
-print("| run | offered | ok | goodput/s | p50 ms (ok) | p99 ms (ok) | cluster attempts / offered |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-for name in ["pause-300", "pause-300-hedge", "all-503-hedge", "unloaded", "overload", "overload-limit"]:
+work, dur, rate, conc, cap, over_rate, over_conc, nodes = sys.argv[1:]
+print(f"FOR={dur}; pause/503 runs: 3 nodes, RATE={rate}/s, CONCURRENCY={conc}; capacity runs: "
+      f"{nodes} node(s) serving {cap} at once (1 ms each = {1000 * int(cap) * int(nodes)}/s), "
+      f"overload offered {over_rate}/s from {over_conc} callers")
+print("| run | offered | ok | goodput/s | p50 ms (ok) | p99 ms (ok) | max ms (ok) | cluster attempts / offered |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for name in ["pause-300", "pause-300-hedge", "pause-300-rr", "pause-300-rr-hedge",
+             "all-503-hedge", "unloaded", "overload", "overload-limit"]:
     s = json.loads(open(f"{work}/{name}.json").read().strip().splitlines()[-1])
     fake = json.loads(open(f"{work}/{name}.fake").read().strip().splitlines()[-1])
     lat = s.get("ok_latency_ms") or s["latency_ms"]
     per = fake["requests"] / s["requests"] if s["requests"] else 0
     print(f"| {name} | {s['requests']} | {s['ok']} | {s['ok'] / s['wall_s']:.0f} | "
-          f"{lat['p50']} | {lat['p99']} | {per:.3f} |")
+          f"{lat['p50']} | {lat['p99']} | {lat['max']} | {per:.3f} |")
 PY

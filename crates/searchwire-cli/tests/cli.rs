@@ -323,6 +323,10 @@ async fn attempt_timeout_then_failover_succeeds() {
             flag,
             "200ms",
             "--trace-attempts",
+            // The hanging node first: round robin starts at node 0 (latency-aware
+            // selection draws at random).
+            "--selection",
+            "round-robin",
         ])
         .await;
         assert_eq!(code(&out), 0, "{flag}: stderr: {}", stderr(&out));
@@ -1673,7 +1677,8 @@ async fn hedge_sends_a_slow_read_to_the_other_node_within_the_budget() {
     c.node(0)
         .set_default(Behavior::status(200).delayed(Duration::from_millis(300)));
     // 20 requests pay for one hedge (5 %): of 24 requests alternating between a slow and a
-    // fast node, the first slow one after the 20th is hedged to the fast node.
+    // fast node (round robin: latency-aware selection would avoid the slow node), the first
+    // slow one after the 20th is hedged to the fast node.
     let out = run(&[
         "request",
         "GET",
@@ -1683,6 +1688,8 @@ async fn hedge_sends_a_slow_read_to_the_other_node_within_the_budget() {
         "--repeat",
         "24",
         "--json",
+        "--selection",
+        "round-robin",
         "--hedge",
         "50ms",
     ])

@@ -236,6 +236,8 @@ const RESULTS: usize = 24;
 static ATTEMPT_KEYS: Keys<OUTCOMES> = Keys::new();
 static RETRY_KEYS: Keys<OUTCOMES> = Keys::new();
 static DURATION_KEYS: Keys<METHODS> = Keys::new();
+/// `db.client.operation.duration` of successful requests, per (operation, system).
+static DB_KEYS: Keys<{ crate::observe::semconv::OPERATIONS.len() * 2 }> = Keys::new();
 static REQUEST_KEYS: Keys<{ METHODS * STATUS_CLASSES * RESULTS }> = Keys::new();
 
 fn set_breaker_state(scope: &'static str, current: BreakerState) {
@@ -289,12 +291,26 @@ impl Observer for MetricsObserver {
         }
         let op = crate::observe::semconv::operation_name(e.method, e.path);
         match e.error {
-            None => metrics::histogram!(
-                DB_OPERATION_DURATION,
-                "db.system.name" => e.system,
-                "db.operation.name" => op
-            )
-            .record(e.elapsed.as_secs_f64()),
+            None => {
+                let system = usize::from(e.system != "opensearch");
+                let (system_name, i) = (e.system, crate::observe::semconv::operation_index(op));
+                DB_KEYS.with(
+                    i * 2 + system,
+                    || {
+                        Key::from_parts(
+                            DB_OPERATION_DURATION,
+                            vec![
+                                Label::from_static_parts("db.system.name", system_name),
+                                Label::from_static_parts("db.operation.name", op),
+                            ],
+                        )
+                    },
+                    |key| {
+                        metrics::with_recorder(|r| r.register_histogram(key, &METADATA))
+                            .record(e.elapsed.as_secs_f64())
+                    },
+                )
+            }
             Some(k) => metrics::histogram!(
                 DB_OPERATION_DURATION,
                 "db.system.name" => e.system,

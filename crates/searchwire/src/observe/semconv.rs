@@ -118,6 +118,61 @@ pub(crate) fn operation_name(method: &Method, path: &str) -> &'static str {
     }
 }
 
+/// Every operation name [`operation_name`] returns, the most common first (the metrics
+/// observer caches one histogram key per entry); `other` is last.
+pub(crate) const OPERATIONS: [&str; 42] = [
+    "info",
+    "indices.exists",
+    "indices.get",
+    "indices.create",
+    "indices.delete",
+    "scroll",
+    "create_pit",
+    "search",
+    "msearch",
+    "count",
+    "mget",
+    "field_caps",
+    "bulk",
+    "update",
+    "create",
+    "update_by_query",
+    "delete_by_query",
+    "indices.refresh",
+    "indices.mapping",
+    "indices.settings",
+    "async_search",
+    "get",
+    "exists",
+    "delete",
+    "index",
+    "cluster.health",
+    "cluster.state",
+    "cluster.settings",
+    "cluster",
+    "cat.indices",
+    "cat.nodes",
+    "cat.health",
+    "cat",
+    "nodes",
+    "indices.aliases",
+    "indices.template",
+    "tasks",
+    "snapshot",
+    "reindex",
+    "ingest",
+    "ping",
+    "other",
+];
+
+/// The position of `op` (one of [`OPERATIONS`], compared by address first) in the table.
+pub(crate) fn operation_index(op: &'static str) -> usize {
+    OPERATIONS
+        .iter()
+        .position(|o| std::ptr::eq(*o, op) || *o == op)
+        .unwrap_or(OPERATIONS.len() - 1)
+}
+
 /// The span name: `{operation} {index}`, or `{operation}` without an index.
 pub(crate) fn span_name(operation: &str, index: Option<&str>) -> String {
     match index {
@@ -152,6 +207,16 @@ mod tests {
         assert_eq!(op(Method::POST, "/_mget"), "mget");
         assert_eq!(op(Method::POST, "/logs/_pit"), "create_pit");
         assert_eq!(op(Method::POST, "/logs/_whatever"), "other");
+    }
+
+    #[test]
+    fn every_operation_has_its_place_in_the_table() {
+        assert_eq!(OPERATIONS[operation_index("info")], "info");
+        assert_eq!(OPERATIONS[operation_index("search")], "search");
+        assert_eq!(OPERATIONS[operation_index("cat.nodes")], "cat.nodes");
+        assert_eq!(OPERATIONS[OPERATIONS.len() - 1], "other");
+        let op = operation_name(&Method::POST, "/logs/_bulk");
+        assert_eq!(OPERATIONS[operation_index(op)], "bulk");
     }
 
     #[test]

@@ -209,7 +209,14 @@ impl Underway {
         node: &PoolNode,
         winner: u32,
     ) -> crate::message::error::Attempt {
-        let elapsed = Instant::now().saturating_duration_since(self.attempt_start);
+        let now = Instant::now();
+        let elapsed = now.saturating_duration_since(self.attempt_start);
+        if self.number == 1 {
+            // The first attempt lost to its hedge: its node was at least this slow (a lower
+            // bound, taken as an answer), which latency-aware selection should know. A
+            // cancelled hedge says nothing (it was cut short by a faster answer).
+            inner.pool.observe(node, now, elapsed, OutcomeKind::Success);
+        }
         let kind = OutcomeKind::Cancelled;
         self.span.record("outcome", kind.as_str());
         self.span.record("elapsed_ms", elapsed.as_millis() as u64);
