@@ -118,9 +118,15 @@ def setup_reads(node):
         {"settings": {"number_of_shards": 3, "number_of_replicas": 1}}))
     body = "".join(json.dumps({"index": {"_id": str(i)}}) + "\n"
                    + json.dumps({"n": i, "msg": f"doc {i}"}) + "\n" for i in range(200))
-    code, resp = http("POST", f"{node}/{READ_INDEX}/_bulk?refresh=true", body,
-                      ctype="application/x-ndjson")
-    if code != 200 or (resp or {}).get("errors"):
+    # The test cluster's write pool (1 thread, queue of 1) may answer items 429 while its
+    # shards start: the same ids are sent again, a few times, before this counts as failed.
+    for _ in range(10):
+        code, resp = http("POST", f"{node}/{READ_INDEX}/_bulk?refresh=true", body,
+                          ctype="application/x-ndjson")
+        if code == 200 and not (resp or {}).get("errors"):
+            break
+        time.sleep(0.5)
+    else:
         raise SystemExit(f"chaos: seeding {READ_INDEX} failed: {code}")
     must("GET", f"{node}/_cluster/health/{READ_INDEX}?wait_for_status=green&timeout=60s")
 

@@ -707,7 +707,16 @@ async fn node_state_carries_across_repeated_requests() {
     // the same run skip it, so there are fewer retries than requests.
     let c = cluster(2).await;
     c.node(0).kill().await;
-    let mut args = vec!["request", "GET", "/", "--repeat", "10"];
+    // Round robin: the dead node is tried exactly once (a random pick may never draw it).
+    let mut args = vec![
+        "request",
+        "GET",
+        "/",
+        "--repeat",
+        "10",
+        "--selection",
+        "round-robin",
+    ];
     let u = urls(&c);
     args.extend(["--url", &u]);
     args.extend(FAST);

@@ -214,6 +214,20 @@ fn an_ingest_during_a_full_outage_is_queued_then_delivered_once_in_priority_orde
         let (open, tasks) = answered_in_flight(&urls).await;
         eprintln!("{open} connections and {tasks} bulk tasks were still open at resume");
         let client = Client::builder().nodes(urls.clone()).build().unwrap();
+        // A request still in a node's accept backlog is neither an open connection nor a
+        // task until the node takes it: the index must also stay unchanged for 3 s (no
+        // connection of this test is open meanwhile but the count's).
+        let mut last = refreshed_count(&client, INDEX).await;
+        let mut quiet_since = Instant::now();
+        let settle_by = Instant::now() + Duration::from_secs(120);
+        while quiet_since.elapsed() < Duration::from_secs(3) {
+            assert!(Instant::now() < settle_by, "the index never stopped changing: {last}");
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = refreshed_count(&client, INDEX).await;
+            if now != last {
+                (last, quiet_since) = (now, Instant::now());
+            }
+        }
         let mut before: HashSet<String> = HashSet::new();
         for name in ["hi", "lo"] {
             before.extend(landed(&client, INDEX, name).await.into_iter().map(|d| d.id));

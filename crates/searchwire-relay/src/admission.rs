@@ -94,9 +94,24 @@ pub(crate) struct Disk {
     pub free: u64,
 }
 
-/// The filesystem holding `path`, or `None` when it cannot be measured.
+/// The filesystem holding `path`, or `None` when it cannot be measured. A queue directory
+/// the relay has not created yet is measured at its nearest existing ancestor, which is
+/// where it will be created (a relative path's is the working directory).
 pub(crate) fn disk(path: &std::path::Path) -> Option<Disk> {
-    let s = nix::sys::statvfs::statvfs(path).ok()?;
+    let mut at = path;
+    let s = loop {
+        match nix::sys::statvfs::statvfs(at) {
+            Ok(s) => break s,
+            Err(nix::errno::Errno::ENOENT) => match at.parent() {
+                Some(p) if !p.as_os_str().is_empty() => at = p,
+                _ => at = std::path::Path::new("."),
+            },
+            Err(_) => return None,
+        }
+        if at == std::path::Path::new(".") {
+            break nix::sys::statvfs::statvfs(at).ok()?;
+        }
+    };
     // The field types differ between platforms (u32 or u64).
     #[allow(clippy::unnecessary_cast)]
     let (blocks, available, unit) = (
@@ -271,6 +286,18 @@ mod tests {
         });
         a.free_disk.store(free, Ordering::Relaxed);
         a
+    }
+
+    #[test]
+    fn a_queue_directory_not_created_yet_is_measured_where_it_will_be() {
+        let dir = tempfile::tempdir().unwrap();
+        let there = disk(dir.path()).expect("an existing directory");
+        let later = disk(&dir.path().join("not/yet/queue")).expect("its nearest ancestor");
+        assert_eq!(later.total, there.total);
+        assert!(
+            disk(std::path::Path::new("relay-queue")).is_some(),
+            "relative: the working directory"
+        );
     }
 
     #[test]

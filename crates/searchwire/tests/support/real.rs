@@ -589,7 +589,14 @@ fn per_node(records: &[Record]) -> BTreeMap<u16, usize> {
 /// no failure. Returns the answers (in the order received) for engine-specific checks.
 pub async fn root_on_every_node(c: &Cluster) -> Vec<searchwire::Response> {
     c.preflight().await;
-    let client = c.builder().attempt_timeout(secs(10)).build().unwrap();
+    // Round robin: one request per node reaches every node (the latency-aware default draws
+    // at random).
+    let client = c
+        .builder()
+        .selection(searchwire::Selection::RoundRobin)
+        .attempt_timeout(secs(10))
+        .build()
+        .unwrap();
     let mut answers = Vec::new();
     for _ in 0..c.urls.len() {
         let resp = client.send(Request::get("/")).await.unwrap();
@@ -631,9 +638,11 @@ pub async fn discovery_weights_by_cores(c: &Cluster, expected_cores: [u32; 3]) {
         .collect();
     let seed = c.urls[0].clone();
 
-    // discover_now from a single seed.
+    // discover_now from a single seed; weighted round robin, whose shares the weights fix
+    // (the latency-aware default divides by the same weights, but its shares follow latency).
     let client = Client::builder()
         .node(seed.clone())
+        .selection(searchwire::Selection::RoundRobin)
         .read_environment(false)
         .attempt_timeout(secs(10))
         .build()
