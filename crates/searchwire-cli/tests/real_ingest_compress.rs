@@ -16,7 +16,7 @@ mod real_support;
 
 use std::time::Duration;
 
-use real_support::{cluster_health, create_index, ingest, run_clean, tmp, OPENSEARCH};
+use real_support::{all_hits, cluster_health, create_index, ingest, run_clean, tmp, OPENSEARCH};
 use searchwire::{Client, Request};
 use serde_json::{json, Value};
 
@@ -42,35 +42,13 @@ fn write_input(path: &std::path::Path) {
     std::fs::write(path, s).unwrap();
 }
 
-/// Every `_source` of the index, in `n` order.
+/// Every `_id` and `_source` of the index, in `n` order.
 async fn sources(client: &Client, index: &str) -> Vec<Value> {
-    client
-        .send(Request::post(format!("/{index}/_refresh")))
+    all_hits(client, index, true)
         .await
-        .unwrap();
-    let mut out = Vec::new();
-    let mut after: Option<Value> = None;
-    loop {
-        let mut q = json!({"size": 5000, "sort": [{"n": "asc"}]});
-        if let Some(a) = &after {
-            q["search_after"] = a.clone();
-        }
-        let r: Value = client
-            .send(Request::post(format!("/{index}/_search")).json(&q))
-            .await
-            .unwrap()
-            .json()
-            .unwrap();
-        let hits = r["hits"]["hits"].as_array().unwrap().clone();
-        if hits.is_empty() {
-            break;
-        }
-        for h in &hits {
-            out.push(json!({"_id": h["_id"], "_source": h["_source"]}));
-        }
-        after = hits.last().map(|h| h["sort"].clone());
-    }
-    out
+        .iter()
+        .map(|h| json!({"_id": h["_id"], "_source": h["_source"]}))
+        .collect()
 }
 
 #[test]

@@ -328,16 +328,17 @@ pub async fn count(client: &Client, index: &str) -> u64 {
     }
 }
 
-/// Every `_id` in the index (search_after over `n`), and `_count`.
-pub async fn ids_and_count(client: &Client, index: &str) -> (Vec<String>, u64) {
+/// Every hit of the index after a refresh, in `n` order (search_after over `n`), with its
+/// `_source` when `with_source`.
+pub async fn all_hits(client: &Client, index: &str, with_source: bool) -> Vec<Value> {
     client
         .send(Request::post(format!("/{index}/_refresh")))
         .await
         .unwrap();
-    let mut ids = Vec::new();
+    let mut out = Vec::new();
     let mut after: Option<Value> = None;
     loop {
-        let mut q = json!({"size": 10000, "sort": [{"n": "asc"}], "_source": false});
+        let mut q = json!({"size": 10000, "sort": [{"n": "asc"}], "_source": with_source});
         if let Some(a) = &after {
             q["search_after"] = a.clone();
         }
@@ -351,11 +352,19 @@ pub async fn ids_and_count(client: &Client, index: &str) -> (Vec<String>, u64) {
         if hits.is_empty() {
             break;
         }
-        for h in &hits {
-            ids.push(h["_id"].as_str().unwrap().to_owned());
-        }
         after = hits.last().map(|h| h["sort"].clone());
+        out.extend(hits);
     }
+    out
+}
+
+/// Every `_id` in the index (search_after over `n`), and `_count`.
+pub async fn ids_and_count(client: &Client, index: &str) -> (Vec<String>, u64) {
+    let ids = all_hits(client, index, false)
+        .await
+        .iter()
+        .map(|h| h["_id"].as_str().unwrap().to_owned())
+        .collect();
     (ids, count(client, index).await)
 }
 
