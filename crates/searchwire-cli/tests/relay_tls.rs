@@ -8,58 +8,24 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::mpsc;
 
 const BIN: &str = env!("CARGO_BIN_EXE_searchwire");
 
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
+use searchwire_fake::certs::{replace_file, TestCa as Ca};
 
 fn ca(name: &str) -> Ca {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let key = KeyPair::generate().unwrap();
-    let pem = params.self_signed(&key).unwrap().pem();
-    Ca {
-        pem,
-        issuer: Issuer::new(params, key),
-    }
+    Ca::new(name).unwrap()
 }
 
 fn leaf(ca: &Ca, client: bool) -> (String, String) {
-    let mut params =
-        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-    params.extended_key_usages = vec![if client {
-        ExtendedKeyUsagePurpose::ClientAuth
-    } else {
-        ExtendedKeyUsagePurpose::ServerAuth
-    }];
-    let key = KeyPair::generate().unwrap();
-    (
-        params.signed_by(&key, &ca.issuer).unwrap().pem(),
-        key.serialize_pem(),
-    )
+    ca.leaf(client).unwrap()
 }
 
-/// A new file renamed over the old one, as a secret volume or certbot's deploy hook does.
 fn write(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
+    replace_file(path, text).unwrap();
 }
 
 fn free_port() -> u16 {

@@ -61,6 +61,7 @@
 
 mod behavior;
 mod bulk;
+pub mod certs;
 mod cluster;
 mod http;
 mod latency;

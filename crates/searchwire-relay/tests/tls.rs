@@ -9,10 +9,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose,
-};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use searchwire::Client;
@@ -21,48 +17,18 @@ use searchwire_relay::{AuthConfig, Relay, RelayConfig, ShutdownReport, TlsFiles,
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 
-/// A CA made for the test.
-struct Ca {
-    pem: String,
-    issuer: Issuer<'static, KeyPair>,
-}
+use searchwire_fake::certs::{replace_file, TestCa as Ca};
 
 fn ca(name: &str) -> Ca {
-    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
-    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    params.distinguished_name.push(DnType::CommonName, name);
-    params.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    let key = KeyPair::generate().unwrap();
-    let pem = params.self_signed(&key).unwrap().pem();
-    Ca {
-        pem,
-        issuer: Issuer::new(params, key),
-    }
+    Ca::new(name).unwrap()
 }
 
-/// A certificate (PEM) and its key (PEM) signed by `ca`, for the server or a client.
 fn leaf(ca: &Ca, client: bool) -> (String, String) {
-    let mut params =
-        CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()]).unwrap();
-    params.extended_key_usages = vec![if client {
-        ExtendedKeyUsagePurpose::ClientAuth
-    } else {
-        ExtendedKeyUsagePurpose::ServerAuth
-    }];
-    let key = KeyPair::generate().unwrap();
-    let cert = params.signed_by(&key, &ca.issuer).unwrap();
-    (cert.pem(), key.serialize_pem())
+    ca.leaf(client).unwrap()
 }
 
-/// Writes `text` to `path` as a secret volume does: a new file renamed over the old one.
 fn write(path: &Path, text: &str) {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).unwrap();
-    std::fs::rename(&tmp, path).unwrap();
+    replace_file(path, text).unwrap();
 }
 
 struct Files {
