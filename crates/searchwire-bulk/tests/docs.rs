@@ -10,18 +10,11 @@ const END: &str = "<!-- bulk-defaults:end -->";
 
 #[test]
 fn bulk_doc_matches_the_defaults_table() {
-    let doc = std::fs::read_to_string(DOC).unwrap();
-    let table = searchwire_bulk::defaults::markdown_table();
-    let (head, rest) = doc.split_once(BEGIN).expect("begin marker in docs/bulk.md");
-    let (_, tail) = rest.split_once(END).expect("end marker in docs/bulk.md");
-    let fresh = format!("{head}{BEGIN}{table}{END}{tail}");
-    if std::env::var_os("SEARCHWIRE_BLESS").is_some() {
-        std::fs::write(DOC, &fresh).unwrap();
-        return;
-    }
-    assert!(
-        doc == fresh,
-        "docs/bulk.md is out of date with searchwire_bulk::defaults; \
-         run SEARCHWIRE_BLESS=1 cargo test -p searchwire-bulk --test docs"
+    searchwire_fake::docs::assert_generated_section(
+        std::path::Path::new(DOC),
+        BEGIN,
+        END,
+        &searchwire_bulk::defaults::markdown_table(),
+        "cargo test -p searchwire-bulk --test docs",
     );
 }

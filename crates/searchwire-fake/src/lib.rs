@@ -63,6 +63,7 @@ mod behavior;
 mod bulk;
 pub mod certs;
 mod cluster;
+pub mod docs;
 mod http;
 mod latency;
 mod load;

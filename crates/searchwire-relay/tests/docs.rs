@@ -10,19 +10,12 @@ const END: &str = "<!-- relay-defaults:end -->";
 
 #[test]
 fn configuration_doc_matches_the_relay_defaults() {
-    let doc = std::fs::read_to_string(DOC).unwrap();
-    let table = searchwire_relay::config::markdown_table();
-    let (head, rest) = doc.split_once(BEGIN).expect("begin marker");
-    let (_, tail) = rest.split_once(END).expect("end marker");
-    let fresh = format!("{head}{BEGIN}{table}{END}{tail}");
-    if std::env::var_os("SEARCHWIRE_BLESS").is_some() {
-        std::fs::write(DOC, &fresh).unwrap();
-        return;
-    }
-    assert!(
-        doc == fresh,
-        "docs/configuration.md is out of date with searchwire_relay::config; \
-         run SEARCHWIRE_BLESS=1 cargo test -p searchwire-relay --test docs"
+    searchwire_fake::docs::assert_generated_section(
+        std::path::Path::new(DOC),
+        BEGIN,
+        END,
+        &searchwire_relay::config::markdown_table(),
+        "cargo test -p searchwire-relay --test docs",
     );
 }
 
