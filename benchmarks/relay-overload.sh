@@ -124,6 +124,9 @@ answers = tally["requests"]
 lost = tally["queued"] - h["backlog"]
 print(f"seconds {secs:.0f}, clients {clients}, requests {answers} of 100 items")
 print(f"rss MiB: median {statistics.median(rss):.1f}, peak {max(rss):.1f}")
+# Whether RSS levels off: the median of each minute (or of each tenth of a shorter run).
+step = 60 if len(rss) >= 300 else max(len(rss) // 10, 1)
+print("rss MiB per %d s: %s" % (step, " ".join(f"{statistics.median(rss[i:i+step]):.0f}" for i in range(0, len(rss), step))))
 print(f"queue bytes: peak {max(qb)} of cap {h['max_queue_bytes']} ({100*max(qb)/h['max_queue_bytes']:.1f} %)")
 print(f"answers 429: {tally['429']} of {answers} requests ({100*tally['429']/max(answers,1):.1f} %); items 429 in a 200: {tally['item_429']}; 503: {tally['item_503']}; other: {tally['other']}")
 print(f"items queued (acknowledged): {tally['queued']}, backlog at the end: {h['backlog']}, lost: {max(lost,0)}")

@@ -2,7 +2,7 @@
 //!
 //! Two limits, both checked before anything is queued:
 //! - **`max_queue_bytes`**: the queue's size (queued messages and dead letters, estimated:
-//!   their count × the mean stored size of what this relay queued; see [`Admission`]) plus
+//!   their count × the mean stored size of what this relay queued; see `Admission`) plus
 //!   what requests in flight are about to append must stay at or below it;
 //! - **`min_free_disk_bytes`** (embedded queue): the filesystem of the queue directory keeps at
 //!   least this much free, so redb's commit never meets a full disk in normal operation.

@@ -115,8 +115,8 @@ fn check_exec(v: &Value) -> Result<&[Value]> {
 impl RedisQueue {
     /// See [`Queue::append`](crate::Queue::append). Up to
     /// [`RedisConfig::small_append`](super::RedisConfig::small_append) messages: one script
-    /// call ([`Self::append_small`]); more: an id reservation, then the transactions of
-    /// [`Self::store_new`].
+    /// call (`append_small`); more: an id reservation, then the transactions of
+    /// `store_new`.
     ///
     /// With [`RedisConfig::min_replicas`](super::RedisConfig::min_replicas) above 0 it
     /// returns only once that many replicas confirmed the writes, and on a Sentinel link only
