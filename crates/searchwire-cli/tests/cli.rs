@@ -648,6 +648,10 @@ async fn repeat_with_concurrency_prints_one_summary() {
         "20",
         "--concurrency",
         "4",
+        // Round robin: the test counts requests on both nodes (the latency-aware default may
+        // send all 20 to the node that answered faster).
+        "--selection",
+        "round-robin",
     ])
     .await;
     assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
@@ -667,7 +671,7 @@ async fn repeat_with_concurrency_prints_one_summary() {
         lat["max"].as_f64().unwrap_or(-1.0),
     );
     assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{lat}");
-    // One client: round robin over both nodes.
+    // Round robin over both nodes.
     assert_eq!(c.request_count(), 20);
     assert!(c.nodes().iter().all(|n| n.request_count() > 0));
 }
