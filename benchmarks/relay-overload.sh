@@ -65,6 +65,7 @@ PY
 pids+=($!)
 
 rport="$(free_port)"
+: >"$work/relay.log"
 "$bin" relay --url "http://127.0.0.1:$cport" --listen "127.0.0.1:$rport" \
   --queue-dir "$work/queue" --max-queue-bytes "$cap" --min-free-disk-bytes 0 \
   --live-budget 1s >"$work/relay.log" 2>&1 &
