@@ -149,9 +149,13 @@ impl Ledger {
         if n == 0 {
             return;
         }
-        let _g = self.gate.read().await;
-        self.counts.accepted.fetch_add(n, Ordering::Relaxed);
-        self.counts.indexed.fetch_add(n, Ordering::Relaxed);
+        let (gate, counts) = (self.gate.clone(), self.counts.clone());
+        guarded(async move {
+            let _g = gate.read_owned().await;
+            counts.accepted.fetch_add(n, Ordering::Relaxed);
+            counts.indexed.fetch_add(n, Ordering::Relaxed);
+        })
+        .await
     }
 
     /// Appends `batch` and counts its items accepted (a duplicate as settled) with it.
