@@ -3,7 +3,8 @@
 //! dead_letter` at every scrape while writers, the first try, the queue and the delivery
 //! loop race (seeded throttling and connections reset after a write, dead letters, a purge
 //! and a restart on the same queue); the counters agree with what the clients were told;
-//! and a single-document write the queue has no room for is a 429 with `Retry-After`.
+//! and a single-document write the queue has no room for — at its append, or at the
+//! high-water mark — is a 429 with `Retry-After`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -35,7 +36,8 @@ fn config() -> RelayConfig {
         idle_poll: Duration::from_millis(20),
         live_budget: Duration::from_millis(150),
         delivery_budget: Duration::from_millis(500),
-        drain_timeout: Duration::from_millis(500),
+        // Long enough for a delivery cycle (delivery budget 500 ms) to settle at shutdown.
+        drain_timeout: Duration::from_secs(5),
         drain_grace: Duration::ZERO,
         present_as: PresentAs::OpenSearch,
         ..RelayConfig::default()
@@ -316,8 +318,7 @@ async fn every_scrape_adds_up_through_throttling_resets_dead_letters_a_purge_and
     let scrapes_second = scraper.await.unwrap();
     second.stop().await;
 
-    // Every acknowledged id is in the store, except the poison ones purged as dead letters;
-    // nothing the relay did not acknowledge was counted.
+    // Every acknowledged id is in the store, except poison ones purged as dead letters.
     let ids: BTreeSet<String> = bulk.ids("acct").into_iter().collect();
     let missing: Vec<&String> = acked.difference(&ids).collect();
     for id in &missing {
@@ -328,10 +329,12 @@ async fn every_scrape_adds_up_through_throttling_resets_dead_letters_a_purge_and
             "{id} acknowledged, not poison, and not in the store"
         );
     }
-    assert_eq!(
-        missing.len() as i128,
-        dead,
-        "the dead letters are the missing ids"
+    // A dead letter may be in the store too: a delivery the fake applied and then reset
+    // before the marker was set, refused for good when it was retried after.
+    assert!(
+        missing.len() as i128 <= dead,
+        "{} missing ids, only {dead} dead letters",
+        missing.len()
     );
     eprintln!(
         "scrapes: {scrapes_first} + {scrapes_second}, every one adding up; {} acknowledged, {dead} dead letters",
@@ -369,62 +372,93 @@ async fn a_duplicate_item_queued_twice_is_settled_as_a_duplicate() {
     relay.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_single_document_write_the_queue_cannot_hold_is_a_429_with_retry_after() {
+/// The answers of single-document writes to a relay in front of a cluster that throttles
+/// every item, with `admission`, on `queue` (delivery off): each is a 429 with
+/// `Retry-After: 5` and an `es_rejected_execution_exception` body; their reasons.
+async fn single_writes_refused(queue: &Queue, admission: AdmissionConfig) -> (Vec<String>, Terms) {
     let cluster = FakeCluster::start(1).await.unwrap();
     let bulk = FakeBulk::new();
     bulk.fault_every(Some((1, BulkFault::Throttle)));
     bulk.install(&cluster);
-    let dir = tempfile::tempdir().unwrap();
-    let queue = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
-    let admission = AdmissionConfig {
-        // ~1.1 KB per stored document: two fit, a third does not, and two are above the
-        // low-water mark (90%), so the relay stays at its high-water mark.
-        max_queue_bytes: Some(2_400),
-        min_free_disk_bytes: 0,
-        disk_path: None,
+    let cfg = RelayConfig {
+        deliver: false,
+        ..config()
     };
-    let relay = start(&cluster, &queue, config(), Some(admission)).await;
+    let relay = start(&cluster, queue, cfg, Some(admission)).await;
     let doc = format!("{{\"pad\":\"{}\"}}", "x".repeat(700));
-    // Room for two; the third does not fit when it is appended (the item's own 429), and
-    // from then on the relay is at its high-water mark (refused before anything is tried).
-    let mut answers = Vec::new();
+    let mut reasons = Vec::new();
     for (method, path) in [
         ("PUT", "/acct/_doc/1"),
         ("POST", "/acct/_doc"),
-        ("PUT", "/acct/_doc/3"),
-        ("POST", "/acct/_doc"),
-        ("PUT", "/acct/_create/5"),
+        ("PUT", "/acct/_create/3"),
+        ("POST", "/acct/_doc/4?op_type=create"),
     ] {
-        answers.push((method, path, http(relay.addr, method, path, &doc).await));
-    }
-    let statuses: Vec<u16> = answers.iter().map(|(_, _, (s, _, _))| *s).collect();
-    assert_eq!(statuses, [202, 202, 429, 429, 429], "{answers:#?}");
-    for (method, path, (status, head, body)) in &answers {
-        if *status != 429 {
-            continue;
-        }
+        let (status, head, body) = http(relay.addr, method, path, &doc).await;
+        assert_eq!(status, 429, "{method} {path}: {head} {body}");
         assert!(
             head.contains("\r\nretry-after: 5"),
             "{method} {path}: {head}"
         );
-        let v: Value = serde_json::from_str(body).unwrap();
+        let v: Value = serde_json::from_str(&body).unwrap();
         assert_eq!(
             v["error"]["type"], "es_rejected_execution_exception",
             "{body}"
         );
         assert_eq!(v["status"], 429, "{body}");
+        reasons.push(v["error"]["reason"].as_str().unwrap().to_owned());
     }
-    // The third met the cap at its append; the next ones the high-water mark.
-    assert!(
-        answers[2].2 .2.contains("could not take this item now"),
-        "{answers:#?}"
-    );
-    assert!(
-        answers[3].2 .2.contains("delivering its backlog"),
-        "{answers:#?}"
-    );
     let t = scrape(relay.addr).await;
-    assert_eq!((t.accepted(), t.held_all()), (2, 2), "{t:?}");
     relay.stop().await;
+    (reasons, t)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_document_write_that_does_not_fit_at_its_append_is_a_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
+    // ~1.1 KB per stored document, a cap of 500 bytes: the cluster throttles the document,
+    // and its append does not fit (the item's 429 — the path that had no Retry-After).
+    let admission = AdmissionConfig {
+        max_queue_bytes: Some(500),
+        min_free_disk_bytes: 0,
+        disk_path: None,
+    };
+    let (reasons, t) = single_writes_refused(&queue, admission).await;
+    for r in &reasons {
+        assert!(r.contains("could not take this item now"), "{r}");
+        assert!(r.contains("--max-queue-bytes"), "{r}");
+    }
+    assert_eq!((t.accepted(), t.held_all()), (0, 0), "{t:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_document_write_at_the_high_water_mark_is_a_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
+    // A backlog over the cap before the relay starts: it is at its high-water mark from its
+    // first measurement, so writes are refused before anything is tried.
+    let pad = "x".repeat(1000);
+    let backlog: Vec<_> = (0..3)
+        .map(|i| {
+            searchwire_queue::NewMessage::new(format!(
+                "{{\"index\":{{\"_index\":\"acct\",\"_id\":\"old-{i}\"}}}}\n{{\"pad\":\"{pad}\"}}\n"
+            ))
+            .index("acct")
+        })
+        .collect();
+    queue.append(backlog).await.unwrap();
+    let admission = AdmissionConfig {
+        max_queue_bytes: Some(2_400),
+        min_free_disk_bytes: 0,
+        disk_path: None,
+    };
+    let (reasons, t) = single_writes_refused(&queue, admission).await;
+    for r in &reasons {
+        assert!(r.contains("delivering its backlog"), "{r}");
+    }
+    assert_eq!(
+        (t.accepted(), t.recovered(), t.held_all()),
+        (0, 3, 3),
+        "{t:?}"
+    );
 }
