@@ -18,9 +18,13 @@ mod relay_support;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use relay_support::{free_port, health, spawn_relay_with, terminate};
+use relay_support::{
+    free_port, health, load, spawn_relay_with, terminate, wait_drained, Load, Tally,
+};
 use searchwire_fake::{BulkFault, FakeBulk, FakeCluster};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -442,5 +446,113 @@ async fn a_redis_oom_while_appending_is_a_clean_503_and_nothing_acknowledged_is_
         .starts_with("+OK"));
     bulk.fault_every(None);
     wait_delivered(&bulk, &seen.acked, Duration::from_secs(120)).await;
+    assert_eq!(terminate(relay).await, Some(0));
+}
+
+/// SIGKILLed while at `--max-queue-bytes`, four times at seeded moments, with appends, 429s
+/// and acks racing (each round drains the backlog, then the cluster throttles 90% of the
+/// item attempts, so most items are queued up to the cap and the queue drains slowly): after the cluster recovers, every item the relay
+/// acknowledged is in the store, written exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sigkill_at_the_queue_cap_loses_no_acknowledged_document() {
+    let cluster = FakeCluster::start(1).await.unwrap();
+    let bulk = FakeBulk::new();
+    bulk.install(&cluster);
+    let urls = cluster.urls().join(",");
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap().to_owned();
+    let port = free_port();
+    let args = [
+        "--queue-dir",
+        d.as_str(),
+        "--max-queue-bytes",
+        "32KiB",
+        "--min-free-disk-bytes",
+        "0",
+        "--live-budget",
+        "300ms",
+    ];
+    let tally = Arc::new(Tally::default());
+    let mut seed: u64 = 0x5eed_cafe;
+    for round in 0..4 {
+        let relay = spawn_relay_with(&urls, port, &args).await;
+        let stop = Arc::new(AtomicBool::new(false));
+        let spec = Load {
+            addr: relay.addr,
+            index: "logs".into(),
+            prefix: format!("k{round}"),
+            tasks: 3,
+            batch: 10,
+            limit: u64::MAX,
+        };
+        // The backlog the last kill left drains a little first, so that every round
+        // appends up to the cap again under the load.
+        bulk.random_faults(None);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !health(relay.addr).await.is_some_and(|(status, h)| {
+            // queue_bytes too: the estimate is refreshed every second, after the count.
+            status == 200
+                && h["backlog"].as_u64().is_some_and(|b| b <= 10)
+                && h["queue_bytes"].as_u64().is_some_and(|b| b <= 8192)
+        }) {
+            assert!(tokio::time::Instant::now() < deadline, "never drained");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        bulk.random_faults(Some((0xcafe + round, 0.9, 0.0)));
+        let gen = tokio::spawn(load(spec, stop.clone(), tally.clone()));
+        // At the cap: readiness says overloaded.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some((503, h)) = health(relay.addr).await {
+                if h["overloaded"] == true {
+                    break;
+                }
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "round {round}: the relay never reached its cap: {:?}",
+                health(relay.addr).await
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        tokio::time::sleep(Duration::from_millis((seed >> 33) % 500)).await;
+        let mut child = relay.child;
+        child.start_kill().unwrap(); // SIGKILL
+        assert_eq!(
+            child.wait().await.unwrap().code(),
+            None,
+            "killed by a signal"
+        );
+        stop.store(true, Ordering::Relaxed);
+        gen.await.unwrap();
+        eprintln!(
+            "round {round}: {} acknowledged so far ({} queued)",
+            tally.acked.lock().unwrap().len(),
+            tally.queued.load(Ordering::Relaxed)
+        );
+    }
+    assert!(
+        tally.queued.load(Ordering::Relaxed) > 4 * 40,
+        "items were queued up to the cap in every round: {}",
+        tally.queued.load(Ordering::Relaxed)
+    );
+    bulk.random_faults(None);
+    let relay = spawn_relay_with(&urls, port, &args).await;
+    wait_drained(relay.addr, Duration::from_secs(60)).await;
+    let acked = tally.acked.lock().unwrap().clone();
+    let ids: BTreeSet<String> = bulk.ids("logs").into_iter().collect();
+    let missing: Vec<_> = acked.difference(&ids).collect();
+    assert!(
+        missing.is_empty(),
+        "{} acknowledged items lost, e.g. {:?}",
+        missing.len(),
+        &missing[..missing.len().min(5)]
+    );
+    for id in &acked {
+        assert_eq!(bulk.writes("logs", id), 1, "{id} written more than once");
+    }
     assert_eq!(terminate(relay).await, Some(0));
 }

@@ -4,7 +4,8 @@
 //! and the backlog alert fires — checked through Prometheus's HTTP API. The rules are the
 //! repository's, with the backlog alert's threshold and `for` shortened so the test takes
 //! seconds (same expression otherwise). Every query of ops/grafana/searchwire-relay.json
-//! must parse and run on the same server.
+//! must parse and run on the same server, and the relay's ledger equation, computed by
+//! Prometheus from the scrapes, is 0 (the unaccounted-items alert inactive).
 //!
 //! Skipped when `prometheus` is missing, unless `SEARCHWIRE_REQUIRE_PROMETHEUS=1`
 //! (scripts/test installs it with `scripts/check-ops install` and sets that).
@@ -188,10 +189,28 @@ async fn a_real_prometheus_fires_the_backlog_alert_during_an_outage() {
         .unwrap()
         .iter()
         .collect();
-    assert_eq!(loaded.len(), 6, "{rules}");
+    assert_eq!(loaded.len(), 7, "{rules}");
     for r in loaded {
         assert_eq!(r["health"], "ok", "{r}");
     }
+    // The ledger's equation, as Prometheus computes it from the scrapes: 0 unaccounted, and
+    // the unaccounted-items alert inactive.
+    let q = "sum by (instance) (searchwire_relay_accepted_items_total) \
+             + sum by (instance) (searchwire_relay_recovered_items) \
+             - sum by (instance) (searchwire_relay_settled_items_total) \
+             - sum by (instance) (searchwire_relay_held_items)";
+    let v = api(prom.port, &format!("/api/v1/query?query={}", encode(q))).await;
+    let result = v["data"]["result"].as_array().cloned().unwrap_or_default();
+    assert_eq!(result.len(), 1, "{v}");
+    assert_eq!(result[0]["value"][1], "0", "{v}");
+    let unaccounted = rules["data"]["groups"][0]["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "SearchwireRelayItemsUnaccounted")
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(unaccounted["state"], "inactive", "{unaccounted}");
 
     // Every dashboard query parses and runs.
     let dash: Value = serde_json::from_str(

@@ -222,7 +222,7 @@ pub(crate) async fn take(
                 tracing::warn!(items = n, reason = %why, "cannot hold items: answering them 429");
                 Queued::Full(why)
             }
-            Ok(()) => match shared.queue.append(batch).await {
+            Ok(()) => match shared.ledger.append(&shared.queue, batch).await {
                 Ok(_) => {
                     shared.admission.appended(n as u64, bytes);
                     shared.wake.notify_one();
@@ -292,6 +292,9 @@ pub(crate) async fn take(
         };
         out.push(Taken { status, body });
     }
+    // The items the cluster confirmed are accepted (answered 2xx) and indexed at once; the
+    // queued ones were counted with their append.
+    shared.ledger.written_live(indexed).await;
     for (outcome, n) in [
         ("indexed", indexed),
         ("failed", failed),

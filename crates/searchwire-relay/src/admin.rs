@@ -217,7 +217,7 @@ pub(crate) fn replay(c: Call) -> Handled {
             Ok(s) => s,
             Err(a) => return a,
         };
-        match c.shared.queue.replay(&sel).await {
+        match c.shared.ledger.replay(&c.shared.queue, sel).await {
             Ok(r) => {
                 tracing::info!(
                     replayed = r.replayed,
@@ -244,7 +244,7 @@ pub(crate) fn purge(c: Call) -> Handled {
             Ok(s) => s,
             Err(a) => return a,
         };
-        match c.shared.queue.purge(&sel).await {
+        match c.shared.ledger.purge(&c.shared.queue, sel).await {
             Ok(n) => {
                 tracing::info!(purged = n, "dead letters purged through the admin endpoint");
                 Answer::json(StatusCode::OK, &json!({"purged": n, "ids": ids}))

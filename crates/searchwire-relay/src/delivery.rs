@@ -242,7 +242,7 @@ async fn settle(shared: &Shared, batch: Vec<(Lease, Item)>, pending: Vec<send::P
         }
     }
     if !acks.is_empty() {
-        if let Err(e) = shared.queue.ack(&acks).await {
+        if let Err(e) = shared.ledger.ack(&shared.queue, acks.clone()).await {
             // Not acked: the lease runs out and the items are delivered again (idempotent).
             tracing::warn!(error = %e, n = acks.len(), "cannot ack delivered messages");
         }

@@ -63,6 +63,7 @@ mod delivery;
 mod discovery;
 pub mod filter_path;
 pub mod identity;
+mod ledger;
 mod listener;
 mod measure;
 pub mod ndjson;
@@ -155,6 +156,7 @@ impl Relay {
                 metrics: None,
                 tls,
                 admission: admission::Admission::new(admission::AdmissionConfig::default()),
+                ledger: ledger::Ledger::default(),
             }),
             listener,
         })
@@ -200,6 +202,10 @@ impl Relay {
                 "messages leased by a previous run are due again"
             ),
             Err(e) => tracing::warn!(error = %e, "cannot release a previous run's leases"),
+        }
+        // What the queue holds before this relay serves is "recovered" in the ledger.
+        if shared.ledger.snapshot(&shared.queue).await.is_none() {
+            tracing::warn!("cannot read the queue at start: the ledger measures what it recovered at the first scrape");
         }
         let (stop_tx, stop_rx) = watch::channel(false);
         // The queue's size and the free disk are known before the first write is admitted.

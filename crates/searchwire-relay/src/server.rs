@@ -268,11 +268,25 @@ fn root(c: Call) -> Handled {
 fn metrics_text(c: Call) -> Handled {
     Box::pin(async move {
         match &c.shared.config_metrics() {
-            Some(render) => Answer {
-                status: StatusCode::OK,
-                body: Bytes::from(render()),
-                headers: content_type("text/plain; version=0.0.4"),
-            },
+            Some(render) => {
+                let mut text = render();
+                if !text.is_empty() && !text.ends_with('\n') {
+                    text.push('\n');
+                }
+                // The equation's terms from one snapshot, rendered here rather than by the
+                // recorder (whose series are read one by one).
+                match c.shared.ledger.snapshot(&c.shared.queue).await {
+                    Some(s) => text.push_str(&s.render()),
+                    None => text.push_str(
+                        "# searchwire relay: the ledger's series are left out of this scrape (the queue could not be read in time)\n",
+                    ),
+                }
+                Answer {
+                    status: StatusCode::OK,
+                    body: Bytes::from(text),
+                    headers: content_type("text/plain; version=0.0.4"),
+                }
+            }
             None => Answer::error(
                 StatusCode::NOT_FOUND,
                 "not_found",

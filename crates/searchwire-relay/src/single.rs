@@ -358,7 +358,18 @@ fn answer(t: Taken, filter: Option<&FilterPath>) -> Answer {
         return Answer::json(QUEUED_STATUS, &filtered(body, filter));
     }
     match body.remove("error") {
-        Some(error) => Answer::json(code, &error_object(error, status)),
+        Some(error) => {
+            let mut a = Answer::json(code, &error_object(error, status));
+            if code == StatusCode::TOO_MANY_REQUESTS {
+                // The queue had no room for the document (crate::admission): the single
+                // answer is the item's 429 and says when to come back, as `_bulk`'s does.
+                a.headers.insert(
+                    http::header::RETRY_AFTER,
+                    http::HeaderValue::from(crate::config::RETRY_AFTER.as_secs()),
+                );
+            }
+            a
+        }
         None => {
             body.remove("status");
             // A noop wrote nothing to any shard: the single-document answer says 0 of 0,

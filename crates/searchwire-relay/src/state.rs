@@ -38,6 +38,8 @@ pub(crate) struct Shared {
     pub tls: Option<Arc<crate::tls::Tls>>,
     /// The queue's limits under overload (`crate::admission`).
     pub admission: crate::admission::Admission,
+    /// Every item accounted for (`crate::ledger`): the flows, guarded against scrapes.
+    pub ledger: crate::ledger::Ledger,
 }
 
 /// What the relay last learned from the cluster's `GET /`.
