@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::link::SentinelConfig;
+use crate::error::{Error, ErrorKind, Result};
 use crate::QueueOptions;
 use searchwire::redact_userinfo as redact;
 
@@ -124,4 +124,63 @@ impl std::fmt::Debug for RedisConfig {
             .field("options", &self.options)
             .finish()
     }
+}
+
+/// Where the Sentinels are and which master they watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentinelConfig {
+    /// The Sentinels, as `HOST:PORT`; asked in this order. Without authentication.
+    pub addrs: Vec<String>,
+    /// The master's name in the Sentinels' configuration (`sentinel monitor NAME ...`).
+    pub master: String,
+}
+
+impl SentinelConfig {
+    /// Sentinels at `addrs` (`HOST:PORT`) watching the master `master`.
+    pub fn new(
+        addrs: impl IntoIterator<Item = impl Into<String>>,
+        master: impl Into<String>,
+    ) -> Self {
+        SentinelConfig {
+            addrs: addrs.into_iter().map(Into::into).collect(),
+            master: master.into(),
+        }
+    }
+
+    /// The Sentinels as `(host, port)`; an error names the address that does not parse.
+    pub(super) fn parsed(&self) -> Result<Vec<(String, u16)>> {
+        if self.addrs.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "no Sentinel given: name at least one as HOST:PORT",
+            ));
+        }
+        if self.master.is_empty() || self.master.contains(char::is_whitespace) {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "invalid Sentinel master name {:?}: use the name of `sentinel monitor NAME ...`",
+                    self.master
+                ),
+            ));
+        }
+        self.addrs.iter().map(|a| parse_addr(a)).collect()
+    }
+}
+
+/// `HOST:PORT` (an IPv6 host in brackets).
+pub(super) fn parse_addr(addr: &str) -> Result<(String, u16)> {
+    let bad = || {
+        Error::new(
+            ErrorKind::InvalidInput,
+            format!("invalid address {addr:?}: expected HOST:PORT, e.g. 127.0.0.1:26379"),
+        )
+    };
+    let (host, port) = addr.trim().rsplit_once(':').ok_or_else(bad)?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let port: u16 = port.parse().map_err(|_| bad())?;
+    if host.is_empty() || port == 0 {
+        return Err(bad());
+    }
+    Ok((host.to_owned(), port))
 }

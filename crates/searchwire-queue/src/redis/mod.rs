@@ -178,13 +178,13 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorKind, Result};
 use crate::message::{Lease, Message, Rescheduled};
 use crate::{record, QueueOptions, Timestamp};
+pub use config::SentinelConfig;
 pub use config::{
     RedisConfig, CONNECT_TIMEOUT, DEFAULT_CHUNK, DEFAULT_GROUP, DEFAULT_REPLICA_TIMEOUT,
     DEFAULT_SMALL_APPEND, DEFAULT_STREAM, MAX_LEASE, RECEIPT_TTL, RECONNECT_TRIES, RESEND_WITHIN,
     RESPONSE_TIMEOUT,
 };
 use link::Link;
-pub use link::SentinelConfig;
 use scripts::Scripts;
 
 /// A Redis URL as it may be shown: the transport's one redaction (`searchwire::redact_userinfo`),
