@@ -163,7 +163,7 @@ fn pipelined() -> bool {
 fn commits(q: &Queue) -> u64 {
     match q {
         Queue::Embedded(e) => e.commits(),
-        Queue::Redis(_) => 0,
+        Queue::Redis(_) | Queue::RedisCluster(_) => 0,
     }
 }
 

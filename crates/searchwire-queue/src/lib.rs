@@ -43,6 +43,8 @@
 //!   one process owns it.
 //! - [`RedisQueue`]: Redis Streams plus sorted sets, shared by any number of processes on any
 //!   number of machines.
+//! - [`RedisClusterQueue`]: the same layout in N hash-tagged shards over a Redis Cluster;
+//!   priority and order hold per shard.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -65,7 +67,7 @@ pub use message::{
     Appended, DeadLetter, Lease, LeaseToken, Message, MessageId, NewMessage, PayloadHash, Replayed,
     Rescheduled, Selection, Stats, DEFAULT_MAX_RETRIES,
 };
-pub use redis::{RedisConfig, RedisQueue};
+pub use redis::{RedisClusterQueue, RedisConfig, RedisQueue};
 
 /// Default [`QueueOptions::lease_timeout`]: 5 minutes. A delivery is one bulk request through
 /// the transport: up to 1 + 3 attempts of 30 s plus backoff, about 2.5 minutes at worst;
@@ -163,13 +165,15 @@ impl QueueOptions {
     }
 }
 
-/// The durable retry queue: one of the two backends.
+/// The durable retry queue: one of the backends.
 #[derive(Debug, Clone)]
 pub enum Queue {
     /// redb in a data directory (the default).
     Embedded(EmbeddedQueue),
     /// Redis Streams.
     Redis(RedisQueue),
+    /// Redis Streams sharded over a Redis Cluster.
+    RedisCluster(RedisClusterQueue),
 }
 
 macro_rules! dispatch {
@@ -177,6 +181,7 @@ macro_rules! dispatch {
         match $self {
             Queue::Embedded(q) => q.$m($($a),*).await,
             Queue::Redis(q) => q.$m($($a),*).await,
+            Queue::RedisCluster(q) => q.$m($($a),*).await,
         }
     };
 }
@@ -187,8 +192,14 @@ impl Queue {
         EmbeddedQueue::open(config).map(Queue::Embedded)
     }
 
-    /// Connects to a Redis queue (creating its stream and consumer group if missing).
+    /// Connects to a Redis queue (creating its stream and consumer group if missing): on a
+    /// Redis Cluster ([`RedisConfig::cluster`]) the sharded one, else one server's.
     pub async fn connect_redis(config: RedisConfig) -> Result<Self> {
+        if config.cluster.is_some() {
+            return RedisClusterQueue::connect(config)
+                .await
+                .map(Queue::RedisCluster);
+        }
         RedisQueue::connect(config).await.map(Queue::Redis)
     }
 
@@ -197,6 +208,7 @@ impl Queue {
         match self {
             Queue::Embedded(q) => q.options(),
             Queue::Redis(q) => q.options(),
+            Queue::RedisCluster(q) => q.options(),
         }
     }
 
@@ -206,6 +218,7 @@ impl Queue {
         match self {
             Queue::Embedded(q) => q.with_consumer(consumer).map(Queue::Embedded),
             Queue::Redis(q) => q.with_consumer(consumer).map(Queue::Redis),
+            Queue::RedisCluster(q) => q.with_consumer(consumer).map(Queue::RedisCluster),
         }
     }
 

@@ -51,6 +51,60 @@ pub const RESEND_WITHIN: Duration = Duration::from_secs(30);
 /// The most messages one [`RedisQueue::lease`] returns (Lua's `unpack` limit is ~8000).
 pub const MAX_LEASE: usize = 1000;
 
+/// Default [`ClusterConfig::shards`]: 8. The shard count is part of the data's layout (a
+/// payload's shard comes from its hash, so another count would look for it elsewhere and
+/// de-duplication would miss it): it cannot follow the number of primaries, which grows
+/// when an operator reshards. 8 spreads the queue over clusters of up to 8 primaries
+/// (CRC16 places the 8 hash tags; `CLUSTER SETSLOT` can move them), while a lease round
+/// (one script call per shard that has messages) stays a handful of round trips.
+pub const DEFAULT_SHARDS: usize = 8;
+
+/// The most shards: the shard is kept in a message id's low 8 bits (see
+/// [`RedisClusterQueue`](super::RedisClusterQueue)).
+pub const MAX_SHARDS: usize = 256;
+
+/// Where a Redis Cluster is and how many shards the queue spreads over it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterConfig {
+    /// Some of the cluster's nodes, as `HOST:PORT`; asked in this order for the slot map
+    /// (`CLUSTER SLOTS`). One reachable node is enough.
+    pub seeds: Vec<String>,
+    /// The queue's shards (hash tags `{STREAM:K}`, K = 0..shards). Default
+    /// [`DEFAULT_SHARDS`]; at most [`MAX_SHARDS`]. Every process sharing a queue must use
+    /// the same count.
+    pub shards: usize,
+}
+
+impl ClusterConfig {
+    /// A cluster reached through `seeds` (`HOST:PORT`), with [`DEFAULT_SHARDS`] shards.
+    pub fn new(seeds: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        ClusterConfig {
+            seeds: seeds.into_iter().map(Into::into).collect(),
+            shards: DEFAULT_SHARDS,
+        }
+    }
+
+    /// The seeds as `(host, port)`; an error names what is wrong.
+    pub(super) fn parsed(&self) -> Result<Vec<(String, u16)>> {
+        if self.seeds.is_empty() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "no Redis Cluster node given: name at least one as HOST:PORT",
+            ));
+        }
+        if self.shards == 0 || self.shards > MAX_SHARDS {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                format!(
+                    "invalid shard count {}: use 1 to {MAX_SHARDS} (the default is {DEFAULT_SHARDS})",
+                    self.shards
+                ),
+            ));
+        }
+        self.seeds.iter().map(|a| parse_addr(a)).collect()
+    }
+}
+
 /// Configuration of the Redis backend.
 #[derive(Clone)]
 pub struct RedisConfig {
@@ -73,6 +127,10 @@ pub struct RedisConfig {
     /// gives only the credentials and database). See "Sentinel" in the module
     /// documentation.
     pub sentinel: Option<SentinelConfig>,
+    /// Spread the queue over the shards of this Redis Cluster instead of one server at
+    /// `url`'s address (`url` then gives only the credentials). See "Redis Cluster" in the
+    /// module documentation.
+    pub cluster: Option<ClusterConfig>,
     /// An append returns only once this many replicas confirmed it (`WAIT`); fewer within
     /// [`Self::replica_timeout`] fails the append. 0 (the default): no wait. See
     /// "Replicated appends" in the module documentation.
@@ -94,6 +152,7 @@ impl RedisConfig {
             chunk: DEFAULT_CHUNK,
             small_append: DEFAULT_SMALL_APPEND,
             sentinel: None,
+            cluster: None,
             min_replicas: 0,
             replica_timeout: DEFAULT_REPLICA_TIMEOUT,
             options: QueueOptions::default(),
@@ -110,6 +169,17 @@ impl RedisConfig {
     }
 }
 
+impl RedisConfig {
+    /// Defaults for a queue sharded over the Redis Cluster `cluster` names (no
+    /// credentials; set [`Self::url`] to `redis://[user:password@]any-host` for others).
+    pub fn cluster(cluster: ClusterConfig) -> Self {
+        RedisConfig {
+            cluster: Some(cluster),
+            ..RedisConfig::new("redis://cluster-node")
+        }
+    }
+}
+
 impl std::fmt::Debug for RedisConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisConfig")
@@ -119,6 +189,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("chunk", &self.chunk)
             .field("small_append", &self.small_append)
             .field("sentinel", &self.sentinel)
+            .field("cluster", &self.cluster)
             .field("min_replicas", &self.min_replicas)
             .field("replica_timeout", &self.replica_timeout)
             .field("options", &self.options)

@@ -162,7 +162,9 @@
 //! Redis Cluster is not supported: the keys are not hash-tagged into one slot.
 
 mod append_scripts;
+mod cluster;
 mod config;
+mod conn;
 mod link;
 mod read;
 mod scripts;
@@ -178,7 +180,8 @@ use std::sync::Arc;
 use crate::error::{Error, ErrorKind, Result};
 use crate::message::{Lease, Message, Rescheduled};
 use crate::{record, QueueOptions, Timestamp};
-pub use config::SentinelConfig;
+pub use cluster::{key_slot, RedisClusterQueue};
+pub use config::{ClusterConfig, SentinelConfig, DEFAULT_SHARDS, MAX_SHARDS};
 pub use config::{
     RedisConfig, CONNECT_TIMEOUT, DEFAULT_CHUNK, DEFAULT_GROUP, DEFAULT_REPLICA_TIMEOUT,
     DEFAULT_SMALL_APPEND, DEFAULT_STREAM, MAX_LEASE, RECEIPT_TTL, RECONNECT_TRIES, RESEND_WITHIN,
@@ -273,8 +276,33 @@ fn redis_err(what: &str, e: redis::RedisError) -> Error {
 
 impl RedisQueue {
     /// Connects, creates the stream and consumer group if missing, and loads the scripts.
+    /// A configuration with [`RedisConfig::cluster`] is refused: that queue is a
+    /// [`RedisClusterQueue`] ([`crate::Queue::connect_redis`] opens either).
     pub async fn connect(config: RedisConfig) -> Result<Self> {
+        if config.cluster.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "a queue on a Redis Cluster is sharded: open it with Queue::connect_redis or \
+                 RedisClusterQueue::connect",
+            ));
+        }
+        let (info, shown) = Self::check(&config)?;
+        let link = match &config.sentinel {
+            None => Link::direct(info, &shown).await?,
+            Some(sentinel) => Link::sentinel(info, sentinel.clone()).await?,
+        };
+        Self::open(config, link).await
+    }
+
+    /// Checks a configuration; returns its URL parsed and as it may be shown.
+    pub(in crate::redis) fn check(config: &RedisConfig) -> Result<(redis::ConnectionInfo, String)> {
         config.options.validate()?;
+        if config.sentinel.is_some() && config.cluster.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "give either Sentinels or a Redis Cluster, not both",
+            ));
+        }
         for (what, v) in [("stream", &config.stream), ("group", &config.group)] {
             if v.is_empty() || v.contains(char::is_whitespace) {
                 return Err(Error::new(
@@ -313,10 +341,12 @@ impl RedisQueue {
                 e,
             )
         })?;
-        let link = match &config.sentinel {
-            None => Link::direct(info, &shown).await?,
-            Some(sentinel) => Link::sentinel(info, sentinel.clone()).await?,
-        };
+        Ok((info, shown))
+    }
+
+    /// Creates the stream and consumer group on `link` if missing, loads the scripts and
+    /// brings the layout up to date.
+    pub(in crate::redis) async fn open(config: RedisConfig, link: Link) -> Result<Self> {
         let mut conn = link.get().await?.conn;
         let created: redis::RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
@@ -427,7 +457,7 @@ impl RedisQueue {
         pipe: &redis::Pipeline,
         mut pin: Option<&mut Option<u64>>,
     ) -> Result<T> {
-        let mut again = self.link.is_sentinel() && pin.is_none();
+        let mut again = self.link.follows_failover() && pin.is_none();
         loop {
             let handle = self.link.get().await?;
             if let Some(pin) = pin.as_deref_mut() {
@@ -451,7 +481,7 @@ impl RedisQueue {
             if matches!(&sent, Err(e) if e.kind() == redis::ErrorKind::NoScriptError) {
                 for s in self.scripts.all() {
                     if let Err(e) = s.prepare_invoke().load_async(&mut conn).await {
-                        self.link.failed(handle.generation);
+                        self.link.failed(handle.generation, &e);
                         return Err(redis_err("reloading the queue scripts", e));
                     }
                 }
@@ -460,9 +490,17 @@ impl RedisQueue {
             match sent {
                 Ok(v) => return Ok(v),
                 Err(e) => {
-                    self.link.failed(handle.generation);
-                    let nothing_ran =
-                        e.kind() == redis::ErrorKind::ReadOnly || e.is_connection_refusal();
+                    self.link.failed(handle.generation, &e);
+                    // Refused before anything ran: a replica now, a slot served elsewhere
+                    // (MOVED, ASK), a cluster without a primary for it yet, no connection.
+                    let nothing_ran = matches!(
+                        e.kind(),
+                        redis::ErrorKind::ReadOnly
+                            | redis::ErrorKind::Moved
+                            | redis::ErrorKind::Ask
+                            | redis::ErrorKind::ClusterDown
+                            | redis::ErrorKind::TryAgain
+                    ) || e.is_connection_refusal();
                     if again && nothing_ran {
                         again = false;
                         continue;

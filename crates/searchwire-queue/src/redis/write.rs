@@ -130,13 +130,13 @@ impl RedisQueue {
             return Ok(Vec::new());
         }
         // Only a Sentinel link sends an append again, so only there it leaves a receipt.
-        let receipt = self.link.is_sentinel().then(receipt_token);
+        let receipt = self.link.follows_failover().then(receipt_token);
         let generation = self.link.generation();
         let started = tokio::time::Instant::now();
         match self.append_once(&batch, receipt.as_deref()).await {
             Err(e)
                 if (self.link.is_stale()
-                    || (self.link.is_sentinel() && self.link.generation() != generation))
+                    || (self.link.follows_failover() && self.link.generation() != generation))
                     && started.elapsed() <= super::RESEND_WITHIN =>
             {
                 tracing::debug!(error = %e, "redis: append failed as the primary moved; sending it again");
@@ -243,7 +243,7 @@ impl RedisQueue {
                 .arg(self.config.replica_timeout.as_millis().max(1) as u64);
             n += 1;
         }
-        if self.link.is_sentinel() {
+        if self.link.follows_failover() {
             pipe.cmd("ROLE");
             n += 1;
         }
@@ -279,9 +279,9 @@ impl RedisQueue {
                 ));
             }
         }
-        if self.link.is_sentinel() {
+        if self.link.follows_failover() {
             match tail.next() {
-                Some(role) if super::link::is_master(role) => {}
+                Some(role) if super::conn::is_master(role) => {}
                 _ => {
                     self.link.mark_stale();
                     return Err(Error::new(
