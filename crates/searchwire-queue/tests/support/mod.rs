@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod cluster;
 pub mod sentinel;
 
 use searchwire_queue::redis::{ClusterConfig, SentinelConfig};
