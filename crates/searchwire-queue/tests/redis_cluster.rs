@@ -187,6 +187,20 @@ async fn shards_deduplicate_exactly_keep_order_per_shard_page_and_lease_fairly()
     );
 }
 
+#[tokio::test]
+async fn another_shard_count_for_the_same_queue_is_refused() {
+    let Some(seeds) = support::cluster_addrs() else {
+        return;
+    };
+    let stream = support::unique_stream("cluster-count");
+    let _first = connect(seeds.clone(), &stream, QueueOptions::default()).await;
+    let mut c = RedisConfig::cluster(ClusterConfig { seeds, shards: 3 });
+    c.stream = stream;
+    let e = Queue::connect_redis(c).await.unwrap_err();
+    assert_eq!(e.kind(), searchwire_queue::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("has 8 shards, not 3"), "{e}");
+}
+
 /// The replica that follows `primary` (from its `INFO replication`).
 async fn replica_of(t: &ClusterTopology, primary: &str) -> String {
     let (_, node) = t.node(primary);

@@ -61,6 +61,27 @@ fn to_global_message(shard: usize, mut m: Message) -> Message {
     m
 }
 
+/// Records the shard count in shard 0 (`{S:0}:shards`) the first time, and refuses another
+/// count later: a process with another count would look for a payload on another shard
+/// (de-duplication would miss it) and miss whole shards when leasing.
+async fn check_shard_count(shard0: &RedisQueue, stream: &str, shards: usize) -> Result<()> {
+    let key = format!("{{{stream}:0}}:shards");
+    let mut set = redis::cmd("SET");
+    set.arg(&key).arg(shards).arg("NX").arg("GET");
+    let recorded: Option<usize> = shard0.run("recording the shard count", &set).await?;
+    match recorded {
+        Some(n) if n != shards => Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!(
+                "the queue {} on this Redis Cluster has {n} shards, not {shards}: give \
+                 --redis-shards {n} (every process sharing a queue must use the same count)",
+                searchwire::echo(stream)
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 impl RedisClusterQueue {
     /// Connects every shard (resolving each one's primary), creates their streams and
     /// consumer groups if missing, and loads the scripts. Needs [`RedisConfig::cluster`].
@@ -102,6 +123,7 @@ impl RedisClusterQueue {
         }))
         .await;
         let shards = all_ok(opened)?;
+        check_shard_count(&shards[0], &config.stream, shards.len()).await?;
         Ok(RedisClusterQueue {
             shards: Arc::new(shards),
             next: Arc::new(AtomicUsize::new(0)),
