@@ -159,12 +159,23 @@
 //! once). Processes of both versions must not share a queue: stop the old ones
 //! before starting the new.
 //!
-//! Redis Cluster is not supported: the keys are not hash-tagged into one slot.
+//! # Redis Cluster
+//!
+//! With [`RedisConfig::cluster`] the queue is a [`RedisClusterQueue`]: [`ClusterConfig::shards`]
+//! shards (default [`DEFAULT_SHARDS`]), shard `K` a `RedisQueue` on the stream `{S:K}`, so
+//! every key of its layout shares that hash tag and one slot, and its scripts and
+//! transactions run as on one server. A payload's shard comes from its hash (exact
+//! de-duplication); an id keeps its shard in its low 8 bits; each shard has its own link to
+//! the primary of its slot (`CLUSTER SLOTS`, `ROLE` checked), resolved again after `MOVED`,
+//! `ASK`, `CLUSTERDOWN`, `READONLY` or a connection error, with receipts and the `ROLE` tail
+//! as on a Sentinel link. Delivery order holds per shard only; leases take from every shard
+//! in turn. See `docs/architecture/queue.md`, "The Redis queue on a Redis Cluster".
 
 mod append_scripts;
 mod cluster;
 mod config;
 mod conn;
+mod keys;
 mod link;
 mod read;
 mod scripts;
@@ -187,71 +198,13 @@ pub use config::{
     DEFAULT_SMALL_APPEND, DEFAULT_STREAM, MAX_LEASE, RECEIPT_TTL, RECONNECT_TRIES, RESEND_WITHIN,
     RESPONSE_TIMEOUT,
 };
+use keys::Keys;
 use link::Link;
 use scripts::Scripts;
 
 /// A Redis URL as it may be shown: the transport's one redaction (`searchwire::redact_userinfo`),
 /// so a password never appears, even in a URL without a scheme.
 use searchwire::redact_userinfo as redact;
-
-struct Keys {
-    all: Vec<String>,
-}
-
-impl Keys {
-    /// In the order the scripts name them (`scripts::COMMON`, `MIGRATE`).
-    fn new(stream: &str) -> Self {
-        let k = |suffix: &str| format!("{stream}:{suffix}");
-        Keys {
-            all: vec![
-                stream.to_owned(),
-                k("delayed"),
-                k("ready"),
-                k("msg"),
-                k("hashes"),
-                k("held"),
-                k("calls"),
-                k("entries"),
-                k("dead"),
-                k("dead-ids"),
-                k("arrival"),
-                k("lease-seq"),
-                k("layout"),
-                // Layout 1's, read once by the migration.
-                k("meta"),
-                k("inflight"),
-                k("leases"),
-                // Read by `scripts::APPEND_SMALL` as KEYS[17].
-                k("seq"),
-            ],
-        }
-    }
-
-    fn seq(&self) -> &str {
-        &self.all[16]
-    }
-
-    /// The key of an append's receipt (`S:receipt:TOKEN:CHUNK`).
-    fn receipt(&self, token: &str, chunk: usize) -> String {
-        format!("{}:receipt:{token}:{chunk}", self.all[0])
-    }
-
-    fn msg(&self) -> &str {
-        &self.all[3]
-    }
-
-    fn arrival(&self) -> &str {
-        &self.all[10]
-    }
-
-    fn ready(&self) -> &str {
-        &self.all[2]
-    }
-
-    fn delayed(&self) -> &str {
-        &self.all[1]
-    }
-}
 
 /// The Redis queue. Cheap to clone (clones share the connection).
 #[derive(Clone)]
