@@ -30,14 +30,15 @@
 //! Time is injected ([`QueueOptions::clock`]): due times and lease ends are read from it, so
 //! tests use a [`ManualClock`] and never sleep.
 //!
-//! # One type, two backends
+//! # One type, three backends
 //!
-//! [`Queue`] is an enum over the two backends, not a trait object. The set of backends is
+//! [`Queue`] is an enum over the backends, not a trait object. The set of backends is
 //! closed and lives in this crate; an enum gives every caller (the bulk indexer, the relay,
 //! the CLI) one concrete type to hold and clone, async methods without boxing each future or
 //! an `async-trait` dependency, and one place ([`Queue`]'s methods) that documents the
-//! contract both backends pass the same conformance suite against
-//! (`tests/conformance.rs`). A third backend is a third variant.
+//! contract every backend passes the same conformance suite against
+//! (`tests/conformance.rs`; on a Cluster with several shards, order holds per shard). A
+//! fourth backend is a fourth variant.
 //!
 //! - [`EmbeddedQueue`] (the default): a redb database in a data directory, group-committed;
 //!   one process owns it.
@@ -234,7 +235,9 @@ impl Queue {
     /// Redis backend returns at most [`redis::MAX_LEASE`] (1000) per call. Leases that
     /// expired are returned to the queue first, so they are among the candidates; each
     /// expiry counts an attempt (last error [`LEASE_EXPIRED`]) and the one that exhausts
-    /// `max_retries` sends the message to the dead letters instead.
+    /// `max_retries` sends the message to the dead letters instead. On a Redis Cluster the
+    /// order holds per shard, and leases take from every shard in turn
+    /// ([`RedisClusterQueue::lease`]).
     pub async fn lease(&self, max: usize) -> Result<Vec<Lease>> {
         dispatch!(self.lease(max))
     }

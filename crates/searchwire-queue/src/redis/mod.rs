@@ -19,7 +19,7 @@
 //! | `S:arrival` | sorted set, score id | queued ids in arrival order (oldest, listing) |
 //! | `S:seq`, `S:lease-seq` | counters | message ids, lease tokens (one per lease call) |
 //! | `S:layout` | string | the layout version |
-//! | `S:receipt:TOKEN:CHUNK` | string, expires | on a Sentinel link, what one append call (one transaction of it) answered, for its resend |
+//! | `S:receipt:TOKEN:CHUNK` | string, expires | on a Sentinel or Cluster link, what one append call (one transaction of it) answered, for its resend |
 //!
 //! Per message, an append writes 4 members (record, hash, arrival, schedule member), a lease
 //! pops 1 and writes 1 (`S:held`), an ack deletes 4. Layout 1 also kept, per message, where
@@ -387,7 +387,7 @@ impl RedisQueue {
 
     /// Sends a pipeline of script calls; if Redis lost its script cache (a restart, a
     /// failover to a replica that never loaded them), loads the scripts and sends it again
-    /// (a NOSCRIPT reply means no script ran). On a Sentinel link a failure marks the
+    /// (a NOSCRIPT reply means no script ran). On a Sentinel or Cluster link a failure marks the
     /// connection stale (the next call resolves the primary again), and a call refused
     /// because the server is a replica now (`READONLY`) or the connection was refused (so
     /// nothing ran) is sent once more to the primary resolved anew.
