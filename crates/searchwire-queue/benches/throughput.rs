@@ -18,7 +18,8 @@
 //!                                   # SEARCHWIRE_TEST_REDIS then names the primary, whose CPU
 //!                                   # is read): the link that writes a receipt per append
 //!   QUEUE_BENCH_CLUSTER=H:P,H:P ... # Redis: the Cluster backend on these nodes (its default
-//!                                   # shards); SEARCHWIRE_TEST_REDIS is then not read
+//!                                   # shards, or QUEUE_BENCH_SHARDS); SEARCHWIRE_TEST_REDIS is
+//!                                   # then not read
 //!   QUEUE_BENCH_SERVER_PIDS=P,P ... # Redis: `server µs/msg` is these redis-servers' CPU
 //!                                   # (utime + stime of /proc/PID/stat, summed) instead of
 //!                                   # INFO cpu of one server: every node of a Cluster
@@ -401,13 +402,16 @@ fn main() {
         let cluster = std::env::var("QUEUE_BENCH_CLUSTER").unwrap_or_default();
         if !cluster.is_empty() && wanted("redis") {
             for &(batch, conc) in &configs {
-                let mut c = RedisConfig::cluster(ClusterConfig::new(cluster.split(',')));
+                let mut cc = ClusterConfig::new(cluster.split(','));
+                cc.shards = env_usize("QUEUE_BENCH_SHARDS", cc.shards);
+                let mut c = RedisConfig::cluster(cc);
                 c.stream = format!("bench-{}-{batch}-{conc}", std::process::id());
                 c.small_append = env_usize("QUEUE_BENCH_SMALL", c.small_append);
                 c.min_replicas = env_usize("QUEUE_BENCH_MIN_REPLICAS", 0);
+                let shards = c.cluster.as_ref().map_or(0, |c| c.shards);
                 let name = match c.min_replicas {
-                    0 => "cluster".to_owned(),
-                    n => format!("cluster+wait{n}"),
+                    0 => format!("cluster/{shards}"),
+                    n => format!("cluster/{shards}+wait{n}"),
                 };
                 let q = Queue::connect_redis(c).await.unwrap();
                 let n = if batch * conc < 16 { n.min(10_000) } else { n };
