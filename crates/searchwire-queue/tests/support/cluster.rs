@@ -83,18 +83,25 @@ impl ClusterTopology {
 
     /// Waits until the node at `addr` answers `ROLE` with `want` (`master`, `slave`).
     pub async fn await_role(&self, addr: &str, want: &str, limit: Duration) {
+        assert!(
+            self.wait_role(addr, want, limit).await,
+            "{addr} is not {want} within {limit:?}"
+        );
+    }
+
+    /// Whether the node at `addr` answers `ROLE` with `want` within `limit`.
+    pub async fn wait_role(&self, addr: &str, want: &str, limit: Duration) -> bool {
         let node = self.node(addr).1.clone();
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             if let Ok(redis::Value::Array(v)) = node.cmd(&["ROLE"]).await {
                 if matches!(v.first(), Some(redis::Value::BulkString(b)) if b == want.as_bytes()) {
-                    return;
+                    return true;
                 }
             }
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "{addr} is not {want} within {limit:?}"
-            );
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
