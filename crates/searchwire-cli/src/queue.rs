@@ -317,7 +317,8 @@ async fn open(a: &QueueArgs) -> Result<Queue, u8> {
         (None, _) => {
             // clap's `backend` group requires one of the two.
             output::error_message(
-                "give --queue-dir DIR, --redis URL or --redis-sentinel HOST:PORT --redis-master NAME",
+                "give --queue-dir DIR, --redis URL, --redis-sentinel HOST:PORT --redis-master NAME or \
+                 --redis-cluster HOST:PORT",
             );
             return Err(exit::USAGE);
         }

@@ -10,8 +10,8 @@ use serde::Serialize;
 
 /// Where the queue is.
 #[derive(Debug, Args)]
-#[command(group(ArgGroup::new("backend").required(true).args(["queue_dir", "redis", "redis_sentinel"])))]
-#[command(group(ArgGroup::new("redis_target").args(["redis", "redis_sentinel"])))]
+#[command(group(ArgGroup::new("backend").required(true).args(["queue_dir", "redis", "redis_sentinel", "redis_cluster"])))]
+#[command(group(ArgGroup::new("redis_target").args(["redis", "redis_sentinel", "redis_cluster"])))]
 pub struct QueueArgs {
     /// The embedded queue's data directory.
     #[arg(long, value_name = "DIR")]

@@ -75,8 +75,8 @@ opened), 130 forced by a second signal.";
 
 #[derive(Debug, Args)]
 #[command(after_help = AFTER_HELP)]
-#[command(group(clap::ArgGroup::new("queue").required(true).args(["queue_dir", "redis", "redis_sentinel"])))]
-#[command(group(clap::ArgGroup::new("redis_target").args(["redis", "redis_sentinel"])))]
+#[command(group(clap::ArgGroup::new("queue").required(true).args(["queue_dir", "redis", "redis_sentinel", "redis_cluster"])))]
+#[command(group(clap::ArgGroup::new("redis_target").args(["redis", "redis_sentinel", "redis_cluster"])))]
 pub struct RelayArgs {
     #[command(flatten)]
     pub conn: ConnectArgs,

@@ -3,7 +3,10 @@
 //! messages after the lease timeout, and every item either relay acknowledged is in the
 //! store exactly once.
 //!
-//! Skipped without `SEARCHWIRE_TEST_REDIS` unless `SEARCHWIRE_REQUIRE_REDIS=1`.
+//! The same on the Redis Cluster backend (`--redis-cluster`, `SEARCHWIRE_TEST_REDIS_CLUSTER`).
+//!
+//! Skipped without `SEARCHWIRE_TEST_REDIS` (`SEARCHWIRE_TEST_REDIS_CLUSTER`) unless
+//! `SEARCHWIRE_REQUIRE_REDIS=1`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod relay_support;
@@ -15,16 +18,13 @@ use std::time::Duration;
 use relay_support::{free_port, spawn_loads, spawn_relay_with, terminate, wait_drained, Tally};
 use searchwire_fake::{BulkFault, FakeBulk, FakeCluster};
 
-fn redis_url() -> Option<String> {
+fn redis_env(var: &str) -> Option<String> {
     let required = std::env::var("SEARCHWIRE_REQUIRE_REDIS").is_ok_and(|v| v.trim() == "1");
-    match std::env::var("SEARCHWIRE_TEST_REDIS") {
+    match std::env::var(var) {
         Ok(u) if !u.trim().is_empty() => Some(u.trim().to_owned()),
         _ => {
-            assert!(
-                !required,
-                "SEARCHWIRE_REQUIRE_REDIS=1 but SEARCHWIRE_TEST_REDIS is not set"
-            );
-            eprintln!("relay_redis: skipped (SEARCHWIRE_TEST_REDIS is not set)");
+            assert!(!required, "SEARCHWIRE_REQUIRE_REDIS=1 but {var} is not set");
+            eprintln!("relay_redis: skipped ({var} is not set)");
             None
         }
     }
@@ -32,7 +32,22 @@ fn redis_url() -> Option<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_relays_share_a_redis_queue_and_cover_for_a_killed_one() {
-    let Some(redis) = redis_url() else { return };
+    let Some(redis) = redis_env("SEARCHWIRE_TEST_REDIS") else {
+        return;
+    };
+    two_relays_cover_for_a_killed_one("--redis", &redis).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_relays_share_a_redis_cluster_queue_and_cover_for_a_killed_one() {
+    let Some(nodes) = redis_env("SEARCHWIRE_TEST_REDIS_CLUSTER") else {
+        return;
+    };
+    two_relays_cover_for_a_killed_one("--redis-cluster", &nodes).await;
+}
+
+/// Two relays on the queue `flag value` names, one SIGKILLed under load.
+async fn two_relays_cover_for_a_killed_one(flag: &str, value: &str) {
     let cluster = FakeCluster::start(1).await.unwrap();
     let bulk = FakeBulk::new();
     bulk.install(&cluster);
@@ -40,10 +55,10 @@ async fn two_relays_share_a_redis_queue_and_cover_for_a_killed_one() {
     // queue (the first try would retry a rarer 429 within its budget and index it).
     bulk.fault_every(Some((1, BulkFault::Throttle)));
     let urls = cluster.urls().join(",");
-    let stream = format!("sw-relay-test-{}", std::process::id());
+    let stream = format!("sw-relay-test-{}-{}", std::process::id(), &flag[2..]);
     let args = [
-        "--redis",
-        redis.as_str(),
+        flag,
+        value,
         "--redis-stream",
         stream.as_str(),
         "--lease-timeout",

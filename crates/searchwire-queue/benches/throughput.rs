@@ -17,6 +17,12 @@
 //!                                   # `searchwire`, as scripts/redis sentinel-start names it;
 //!                                   # SEARCHWIRE_TEST_REDIS then names the primary, whose CPU
 //!                                   # is read): the link that writes a receipt per append
+//!   QUEUE_BENCH_CLUSTER=H:P,H:P ... # Redis: the Cluster backend on these nodes (its default
+//!                                   # shards, or QUEUE_BENCH_SHARDS); SEARCHWIRE_TEST_REDIS is
+//!                                   # then not read
+//!   QUEUE_BENCH_SERVER_PIDS=P,P ... # Redis: `server µs/msg` is these redis-servers' CPU
+//!                                   # (utime + stime of /proc/PID/stat, summed) instead of
+//!                                   # INFO cpu of one server: every node of a Cluster
 //!   QUEUE_BENCH_OPEN=200000 ...     # also: how long an embedded open takes with this backlog
 //!   QUEUE_BENCH_FAIL=20000 ...      # also: embedded lease + reschedule, lease + dead-letter
 //!
@@ -28,7 +34,7 @@
 //! would make every sync free and the numbers meaningless).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use searchwire_queue::redis::SentinelConfig;
+use searchwire_queue::redis::{ClusterConfig, SentinelConfig};
 use searchwire_queue::{EmbeddedConfig, MessageId, NewMessage, Queue, RedisConfig};
 use tokio::time::Instant;
 
@@ -54,8 +60,23 @@ fn process_cpu() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
-/// redis-server's CPU seconds (`INFO cpu`), 0 for the embedded backend.
+/// CPU seconds (user + system) of the process `pid`, from `/proc/PID/stat`.
+fn pid_cpu(pid: &str) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// redis-server's CPU seconds (`INFO cpu`, or the summed `QUEUE_BENCH_SERVER_PIDS`), 0 for
+/// the embedded backend.
 async fn server_cpu(q: &Queue) -> f64 {
+    if let Ok(pids) = std::env::var("QUEUE_BENCH_SERVER_PIDS") {
+        if !pids.is_empty() {
+            return pids.split(',').map(pid_cpu).sum();
+        }
+    }
     let Ok(url) = std::env::var("SEARCHWIRE_TEST_REDIS") else {
         return 0.0;
     };
@@ -163,7 +184,7 @@ fn pipelined() -> bool {
 fn commits(q: &Queue) -> u64 {
     match q {
         Queue::Embedded(e) => e.commits(),
-        Queue::Redis(_) => 0,
+        Queue::Redis(_) | Queue::RedisCluster(_) => 0,
     }
 }
 
@@ -195,7 +216,7 @@ async fn bench(name: &str, q: &Queue, n: usize, batch: usize, conc: usize, runs:
     } else {
         format!("{:>8} {:>10}", "-", "-")
     };
-    let server_col = if matches!(q, Queue::Redis(_)) {
+    let server_col = if matches!(q, Queue::Redis(_) | Queue::RedisCluster(_)) {
         format!("{:>14.1}", median(server))
     } else {
         format!("{:>14}", "-")
@@ -377,6 +398,26 @@ fn main() {
         if fail > 0 && wanted("embedded") {
             fail_cost(&target, fail, runs, Fail::Reschedule).await;
             fail_cost(&target, fail, runs, Fail::DeadLetter).await;
+        }
+        let cluster = std::env::var("QUEUE_BENCH_CLUSTER").unwrap_or_default();
+        if !cluster.is_empty() && wanted("redis") {
+            for &(batch, conc) in &configs {
+                let mut cc = ClusterConfig::new(cluster.split(','));
+                cc.shards = env_usize("QUEUE_BENCH_SHARDS", cc.shards);
+                let mut c = RedisConfig::cluster(cc);
+                c.stream = format!("bench-{}-{batch}-{conc}", std::process::id());
+                c.small_append = env_usize("QUEUE_BENCH_SMALL", c.small_append);
+                c.min_replicas = env_usize("QUEUE_BENCH_MIN_REPLICAS", 0);
+                let shards = c.cluster.as_ref().map_or(0, |c| c.shards);
+                let name = match c.min_replicas {
+                    0 => format!("cluster/{shards}"),
+                    n => format!("cluster/{shards}+wait{n}"),
+                };
+                let q = Queue::connect_redis(c).await.unwrap();
+                let n = if batch * conc < 16 { n.min(10_000) } else { n };
+                bench(&name, &q, n, batch, conc, runs).await;
+            }
+            return;
         }
         match std::env::var("SEARCHWIRE_TEST_REDIS") {
             Ok(url) if !url.is_empty() && wanted("redis") => {

@@ -30,19 +30,22 @@
 //! Time is injected ([`QueueOptions::clock`]): due times and lease ends are read from it, so
 //! tests use a [`ManualClock`] and never sleep.
 //!
-//! # One type, two backends
+//! # One type, three backends
 //!
-//! [`Queue`] is an enum over the two backends, not a trait object. The set of backends is
+//! [`Queue`] is an enum over the backends, not a trait object. The set of backends is
 //! closed and lives in this crate; an enum gives every caller (the bulk indexer, the relay,
 //! the CLI) one concrete type to hold and clone, async methods without boxing each future or
 //! an `async-trait` dependency, and one place ([`Queue`]'s methods) that documents the
-//! contract both backends pass the same conformance suite against
-//! (`tests/conformance.rs`). A third backend is a third variant.
+//! contract every backend passes the same conformance suite against
+//! (`tests/conformance.rs`; on a Cluster with several shards, order holds per shard). A
+//! fourth backend is a fourth variant.
 //!
 //! - [`EmbeddedQueue`] (the default): a redb database in a data directory, group-committed;
 //!   one process owns it.
 //! - [`RedisQueue`]: Redis Streams plus sorted sets, shared by any number of processes on any
 //!   number of machines.
+//! - [`RedisClusterQueue`]: the same layout in N hash-tagged shards over a Redis Cluster;
+//!   priority and order hold per shard.
 #![warn(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -65,7 +68,7 @@ pub use message::{
     Appended, DeadLetter, Lease, LeaseToken, Message, MessageId, NewMessage, PayloadHash, Replayed,
     Rescheduled, Selection, Stats, DEFAULT_MAX_RETRIES,
 };
-pub use redis::{RedisConfig, RedisQueue};
+pub use redis::{RedisClusterQueue, RedisConfig, RedisQueue};
 
 /// Default [`QueueOptions::lease_timeout`]: 5 minutes. A delivery is one bulk request through
 /// the transport: up to 1 + 3 attempts of 30 s plus backoff, about 2.5 minutes at worst;
@@ -163,13 +166,15 @@ impl QueueOptions {
     }
 }
 
-/// The durable retry queue: one of the two backends.
+/// The durable retry queue: one of the backends.
 #[derive(Debug, Clone)]
 pub enum Queue {
     /// redb in a data directory (the default).
     Embedded(EmbeddedQueue),
     /// Redis Streams.
     Redis(RedisQueue),
+    /// Redis Streams sharded over a Redis Cluster.
+    RedisCluster(RedisClusterQueue),
 }
 
 macro_rules! dispatch {
@@ -177,6 +182,7 @@ macro_rules! dispatch {
         match $self {
             Queue::Embedded(q) => q.$m($($a),*).await,
             Queue::Redis(q) => q.$m($($a),*).await,
+            Queue::RedisCluster(q) => q.$m($($a),*).await,
         }
     };
 }
@@ -187,8 +193,14 @@ impl Queue {
         EmbeddedQueue::open(config).map(Queue::Embedded)
     }
 
-    /// Connects to a Redis queue (creating its stream and consumer group if missing).
+    /// Connects to a Redis queue (creating its stream and consumer group if missing): on a
+    /// Redis Cluster ([`RedisConfig::cluster`]) the sharded one, else one server's.
     pub async fn connect_redis(config: RedisConfig) -> Result<Self> {
+        if config.cluster.is_some() {
+            return RedisClusterQueue::connect(config)
+                .await
+                .map(Queue::RedisCluster);
+        }
         RedisQueue::connect(config).await.map(Queue::Redis)
     }
 
@@ -197,6 +209,7 @@ impl Queue {
         match self {
             Queue::Embedded(q) => q.options(),
             Queue::Redis(q) => q.options(),
+            Queue::RedisCluster(q) => q.options(),
         }
     }
 
@@ -206,6 +219,7 @@ impl Queue {
         match self {
             Queue::Embedded(q) => q.with_consumer(consumer).map(Queue::Embedded),
             Queue::Redis(q) => q.with_consumer(consumer).map(Queue::Redis),
+            Queue::RedisCluster(q) => q.with_consumer(consumer).map(Queue::RedisCluster),
         }
     }
 
@@ -221,7 +235,9 @@ impl Queue {
     /// Redis backend returns at most [`redis::MAX_LEASE`] (1000) per call. Leases that
     /// expired are returned to the queue first, so they are among the candidates; each
     /// expiry counts an attempt (last error [`LEASE_EXPIRED`]) and the one that exhausts
-    /// `max_retries` sends the message to the dead letters instead.
+    /// `max_retries` sends the message to the dead letters instead. On a Redis Cluster the
+    /// order holds per shard, and leases take from every shard in turn
+    /// ([`RedisClusterQueue::lease`]).
     pub async fn lease(&self, max: usize) -> Result<Vec<Lease>> {
         dispatch!(self.lease(max))
     }

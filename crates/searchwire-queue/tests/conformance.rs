@@ -1,10 +1,11 @@
 //! One behaviour, two backends: every scenario here runs against the embedded (redb) queue
 //! and the Redis Streams queue (three times: as configured by default, with every append on
 //! the transaction path, and with every append one script call) and once more through
-//! Sentinels with every append confirmed by a replica. The Redis part needs
-//! `SEARCHWIRE_TEST_REDIS` and `SEARCHWIRE_TEST_REDIS_SENTINEL` (scripts/test starts a
-//! server and a Sentinel set and sets them; with `SEARCHWIRE_REQUIRE_REDIS=1` a missing one
-//! fails).
+//! Sentinels with every append confirmed by a replica, and on a Redis Cluster: all of it
+//! with one shard, the scenarios that assume no order across messages with the default
+//! shards. The Redis part needs `SEARCHWIRE_TEST_REDIS`, `SEARCHWIRE_TEST_REDIS_SENTINEL`
+//! and `SEARCHWIRE_TEST_REDIS_CLUSTER` (scripts/test starts a server, a Sentinel set and a
+//! Cluster and sets them; with `SEARCHWIRE_REQUIRE_REDIS=1` a missing one fails).
 //! Time is a manual clock: no test sleeps.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -735,6 +736,30 @@ macro_rules! conformance {
                 }
             )*
         }
+        /// A Redis Cluster, one shard; every append confirmed by a replica.
+        mod redis_cluster {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::RedisCluster).await
+                }
+            )*
+        }
+    };
+}
+
+/// The scenarios that assume no order across messages, also on a Redis Cluster with the
+/// default shards (order holds per shard: `tests/redis_cluster.rs` shows it).
+macro_rules! sharded_conformance {
+    ($($name:ident),* $(,)?) => {
+        mod redis_cluster_sharded {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(super::Backend::RedisClusterSharded).await
+                }
+            )*
+        }
     };
 }
 
@@ -757,6 +782,18 @@ conformance!(
     stats_report_backlog_due_leased_oldest_age_and_dead_letters,
     list_pages_through_queued_messages_by_id,
     reopening_after_a_crash_keeps_queued_leased_and_dead_messages,
+    bad_input_is_refused_and_nothing_is_stored,
+    long_error_texts_are_kept_cut_at_a_character_boundary,
+);
+
+sharded_conformance!(
+    nothing_is_delivered_before_its_retry_at,
+    an_unacked_lease_comes_back_after_the_lease_timeout,
+    ack_removes_for_good_even_after_the_lease_expired,
+    reschedule_counts_attempts_keeps_the_error_and_delays,
+    a_deferral_keeps_the_attempts_and_never_dead_letters,
+    a_lost_lease_cannot_reschedule_or_dead_letter,
+    stats_report_backlog_due_leased_oldest_age_and_dead_letters,
     bad_input_is_refused_and_nothing_is_stored,
     long_error_texts_are_kept_cut_at_a_character_boundary,
 );

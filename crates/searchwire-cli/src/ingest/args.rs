@@ -177,7 +177,7 @@ pub struct IngestQueueArgs {
     #[arg(
         long,
         value_name = "DIR",
-        conflicts_with_all = ["redis", "redis_sentinel"],
+        conflicts_with_all = ["redis", "redis_sentinel", "redis_cluster"],
         help = "Queue what the cluster cannot take now in this embedded queue (created if missing)"
     )]
     pub queue_dir: Option<PathBuf>,
@@ -221,7 +221,7 @@ pub const QUEUE_AFTER: &str = "10s";
 
 impl IngestQueueArgs {
     pub(super) fn configured(&self) -> bool {
-        self.queue_dir.is_some() || self.redis.is_some() || !self.redis_ha.redis_sentinel.is_empty()
+        self.queue_dir.is_some() || self.redis.is_some() || self.redis_ha.configured()
     }
 }
 

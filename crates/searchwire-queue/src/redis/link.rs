@@ -1,5 +1,6 @@
-//! Where the queue's commands go: one Redis at a fixed address, or the primary a set of
-//! Sentinels names, found again after a failover.
+//! Where the queue's commands go: one Redis at a fixed address, the primary a set of
+//! Sentinels names, or the Redis Cluster primary that owns one slot; the last two found
+//! again after a failover.
 //!
 //! The redis crate's own Sentinel client resolves the primary once and keeps writing to that
 //! address after a failover, so the queue resolves it itself:
@@ -11,73 +12,28 @@
 //!   message for this master from any Sentinel (one subscriber task per Sentinel);
 //! - the next call on a stale link resolves again (one caller resolves, the others wait for
 //!   it) and goes to the new primary.
+//!
+//! A Cluster link (one per shard of a [`RedisClusterQueue`](super::RedisClusterQueue)) is
+//! resolved the same way from `CLUSTER SLOTS` (see `cluster/route.rs`); `MOVED`, `ASK`,
+//! `CLUSTERDOWN`, `READONLY` and connection errors mark it stale.
 
-use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::aio::ConnectionManager;
 use redis::{ConnectionAddr, ConnectionInfo, Value};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use super::{CONNECT_TIMEOUT, RECONNECT_TRIES, RESPONSE_TIMEOUT};
+use super::cluster::SlotRoute;
+use super::config::{SentinelConfig, CONNECT_TIMEOUT, RECONNECT_TRIES};
+use super::conn::{is_master, manager, show};
 use crate::error::{Error, ErrorKind, Result};
 
-/// Where the Sentinels are and which master they watch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SentinelConfig {
-    /// The Sentinels, as `HOST:PORT`; asked in this order. Without authentication.
-    pub addrs: Vec<String>,
-    /// The master's name in the Sentinels' configuration (`sentinel monitor NAME ...`).
-    pub master: String,
-}
-
-impl SentinelConfig {
-    /// Sentinels at `addrs` (`HOST:PORT`) watching the master `master`.
-    pub fn new(
-        addrs: impl IntoIterator<Item = impl Into<String>>,
-        master: impl Into<String>,
-    ) -> Self {
-        SentinelConfig {
-            addrs: addrs.into_iter().map(Into::into).collect(),
-            master: master.into(),
-        }
-    }
-
-    /// The Sentinels as `(host, port)`; an error names the address that does not parse.
-    fn parsed(&self) -> Result<Vec<(String, u16)>> {
-        if self.addrs.is_empty() {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                "no Sentinel given: name at least one as HOST:PORT",
-            ));
-        }
-        if self.master.is_empty() || self.master.contains(char::is_whitespace) {
-            return Err(Error::new(
-                ErrorKind::InvalidInput,
-                format!(
-                    "invalid Sentinel master name {:?}: use the name of `sentinel monitor NAME ...`",
-                    self.master
-                ),
-            ));
-        }
-        self.addrs.iter().map(|a| parse_addr(a)).collect()
-    }
-}
-
-/// `HOST:PORT` (an IPv6 host in brackets).
-pub(super) fn parse_addr(addr: &str) -> Result<(String, u16)> {
-    let bad = || {
-        Error::new(
-            ErrorKind::InvalidInput,
-            format!("invalid address {addr:?}: expected HOST:PORT, e.g. 127.0.0.1:26379"),
-        )
-    };
-    let (host, port) = addr.trim().rsplit_once(':').ok_or_else(bad)?;
-    let host = host.trim_start_matches('[').trim_end_matches(']');
-    let port: u16 = port.parse().map_err(|_| bad())?;
-    if host.is_empty() || port == 0 {
-        return Err(bad());
-    }
-    Ok((host.to_owned(), port))
+/// How a link that follows failovers finds its primary.
+enum Resolver {
+    /// Through these Sentinels (parsed from the configuration).
+    Sentinel(SentinelConfig, Vec<(String, u16)>),
+    /// The Cluster node that owns one slot.
+    Cluster(SlotRoute),
 }
 
 /// The connection in use and its generation (it grows with each resolution).
@@ -106,7 +62,7 @@ impl Shared {
 struct Inner {
     /// Credentials, database and protocol for the primary (its address is resolved).
     info: ConnectionInfo,
-    sentinel: Option<(SentinelConfig, Vec<(String, u16)>)>,
+    resolver: Option<Resolver>,
     current: RwLock<Current>,
     shared: Arc<Shared>,
     /// One resolution at a time.
@@ -135,51 +91,6 @@ pub(super) struct Handle {
     pub generation: u64,
 }
 
-fn manager_config(retries: usize) -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_connection_timeout(CONNECT_TIMEOUT)
-        .set_response_timeout(RESPONSE_TIMEOUT)
-        .set_number_of_retries(retries)
-        .set_factor(100)
-        .set_max_delay(1000)
-}
-
-async fn manager(info: ConnectionInfo, retries: usize) -> redis::RedisResult<ConnectionManager> {
-    let client = redis::Client::open(info)?;
-    match tokio::time::timeout(
-        CONNECT_TIMEOUT * 2,
-        ConnectionManager::new_with_config(client, manager_config(retries)),
-    )
-    .await
-    {
-        Ok(r) => r,
-        Err(_) => Err(redis::RedisError::from(std::io::Error::new(
-            std::io::ErrorKind::TimedOut,
-            format!("no answer within {:?}", CONNECT_TIMEOUT * 2),
-        ))),
-    }
-}
-
-fn show(addr: &ConnectionAddr) -> String {
-    match addr {
-        ConnectionAddr::Tcp(h, p) => format!("{h}:{p}"),
-        other => other.to_string(),
-    }
-}
-
-/// Whether the server's `ROLE` answer says it is a primary.
-pub(super) fn is_master(role: &Value) -> bool {
-    match role {
-        Value::Array(items) => {
-            matches!(
-                items.first(),
-                Some(Value::BulkString(b)) if b.as_slice() == b"master"
-            ) || matches!(items.first(), Some(Value::SimpleString(s)) if s == "master")
-        }
-        _ => false,
-    }
-}
-
 impl Link {
     /// A link to the one Redis at `info`'s address (reconnected by the connection manager).
     pub async fn direct(info: ConnectionInfo, shown: &str) -> Result<Link> {
@@ -206,7 +117,7 @@ impl Link {
             .collect();
         Ok(Link::new(
             info,
-            Some((sentinel, addrs)),
+            Some(Resolver::Sentinel(sentinel, addrs)),
             conn,
             addr,
             watchers,
@@ -214,9 +125,22 @@ impl Link {
         ))
     }
 
+    /// A link to the Cluster primary that owns `route`'s slot; `info` gives its credentials.
+    pub async fn cluster(info: ConnectionInfo, route: SlotRoute) -> Result<Link> {
+        let (conn, addr) = route.resolve(&info).await?;
+        Ok(Link::new(
+            info,
+            Some(Resolver::Cluster(route)),
+            conn,
+            addr,
+            Vec::new(),
+            Shared::new(),
+        ))
+    }
+
     fn new(
         info: ConnectionInfo,
-        sentinel: Option<(SentinelConfig, Vec<(String, u16)>)>,
+        resolver: Option<Resolver>,
         conn: ConnectionManager,
         addr: String,
         watchers: Vec<tokio::task::JoinHandle<()>>,
@@ -225,7 +149,7 @@ impl Link {
         Link {
             inner: Arc::new(Inner {
                 info,
-                sentinel,
+                resolver,
                 current: RwLock::new(Current {
                     conn,
                     generation: 0,
@@ -238,9 +162,11 @@ impl Link {
         }
     }
 
-    /// Whether the primary is found through Sentinels.
-    pub fn is_sentinel(&self) -> bool {
-        self.inner.sentinel.is_some()
+    /// Whether the primary is resolved (through Sentinels or the Cluster's slots) and
+    /// resolved again after a failover: such a link checks `ROLE`, leaves receipts and
+    /// sends a call that met a moved primary again.
+    pub fn follows_failover(&self) -> bool {
+        self.inner.resolver.is_some()
     }
 
     /// The address commands go to now.
@@ -258,7 +184,7 @@ impl Link {
     /// The connection to use; on a stale Sentinel link, the primary is resolved first.
     pub async fn get(&self) -> Result<Handle> {
         let current = self.current();
-        let Some((sentinel, addrs)) = &self.inner.sentinel else {
+        let Some(resolver) = &self.inner.resolver else {
             return Ok(Handle {
                 conn: current.conn,
                 generation: current.generation,
@@ -282,7 +208,11 @@ impl Link {
         }
         // Cleared before resolving: a `+switch-master` arriving meanwhile marks it again.
         self.inner.shared.stale.store(false, Ordering::Release);
-        let (conn, addr) = match resolve(&self.inner.info, sentinel, addrs).await {
+        let resolved = match resolver {
+            Resolver::Sentinel(sentinel, addrs) => resolve(&self.inner.info, sentinel, addrs).await,
+            Resolver::Cluster(route) => route.resolve(&self.inner.info).await,
+        };
+        let (conn, addr) = match resolved {
             Ok(found) => found,
             Err(e) => {
                 self.inner.shared.stale.store(true, Ordering::Release);
@@ -305,18 +235,22 @@ impl Link {
         Ok(Handle { conn, generation })
     }
 
-    /// A call on the connection of `generation` failed in a way that may mean the primary
-    /// moved: the next call resolves it again (Sentinel links only).
-    pub fn failed(&self, generation: u64) {
-        if self.inner.sentinel.is_some() && self.current().generation == generation {
+    /// A call on the connection of `generation` failed (with `error`) in a way that may mean
+    /// the primary moved: the next call resolves it again (resolved links only). A Cluster
+    /// link asks the node a `MOVED`/`ASK` names first.
+    pub fn failed(&self, generation: u64, error: &redis::RedisError) {
+        if let Some(Resolver::Cluster(route)) = &self.inner.resolver {
+            route.redirected(error);
+        }
+        if self.inner.resolver.is_some() && self.current().generation == generation {
             self.inner.shared.stale.store(true, Ordering::Release);
         }
     }
 
     /// The current connection may lead to a former primary: the next call resolves it
-    /// again (Sentinel links only).
+    /// again (resolved links only).
     pub fn mark_stale(&self) {
-        if self.inner.sentinel.is_some() {
+        if self.inner.resolver.is_some() {
             self.inner.shared.stale.store(true, Ordering::Release);
         }
     }
@@ -328,7 +262,7 @@ impl Link {
 
     /// Whether the next call resolves the primary again.
     pub fn is_stale(&self) -> bool {
-        self.inner.sentinel.is_some() && self.inner.shared.stale.load(Ordering::Acquire)
+        self.inner.resolver.is_some() && self.inner.shared.stale.load(Ordering::Acquire)
     }
 }
 
@@ -439,6 +373,7 @@ async fn watch(addr: (String, u16), master: String, shared: Arc<Shared>) {
 
 #[cfg(test)]
 mod tests {
+    use super::super::config::parse_addr;
     use super::*;
 
     #[test]

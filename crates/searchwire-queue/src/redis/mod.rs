@@ -19,7 +19,7 @@
 //! | `S:arrival` | sorted set, score id | queued ids in arrival order (oldest, listing) |
 //! | `S:seq`, `S:lease-seq` | counters | message ids, lease tokens (one per lease call) |
 //! | `S:layout` | string | the layout version |
-//! | `S:receipt:TOKEN:CHUNK` | string, expires | on a Sentinel link, what one append call (one transaction of it) answered, for its resend |
+//! | `S:receipt:TOKEN:CHUNK` | string, expires | on a Sentinel or Cluster link, what one append call (one transaction of it) answered, for its resend |
 //!
 //! Per message, an append writes 4 members (record, hash, arrival, schedule member), a lease
 //! pops 1 and writes 1 (`S:held`), an ack deletes 4. Layout 1 also kept, per message, where
@@ -159,10 +159,25 @@
 //! once). Processes of both versions must not share a queue: stop the old ones
 //! before starting the new.
 //!
-//! Redis Cluster is not supported: the keys are not hash-tagged into one slot.
+//! # Redis Cluster
+//!
+//! With [`RedisConfig::cluster`] the queue is a [`RedisClusterQueue`]: [`ClusterConfig::shards`]
+//! shards (default [`DEFAULT_SHARDS`]), shard `K` a `RedisQueue` on the stream `{S:K}`, so
+//! every key of its layout shares that hash tag and one slot, and its scripts and
+//! transactions run as on one server. A payload's shard comes from its hash (exact
+//! de-duplication); an id keeps its shard in its low 8 bits; each shard has its own link to
+//! the primary of its slot (`CLUSTER SLOTS`, `ROLE` checked), resolved again after `MOVED`,
+//! `ASK`, `CLUSTERDOWN`, `READONLY` or a connection error, with receipts and the `ROLE` tail
+//! as on a Sentinel link. Delivery order holds per shard only; leases take from every shard
+//! in turn. See `docs/architecture/queue.md`, "The Redis queue on a Redis Cluster".
 
 mod append_scripts;
+mod cluster;
+mod config;
+mod conn;
+mod keys;
 mod link;
+mod read;
 mod scripts;
 mod write;
 
@@ -172,197 +187,24 @@ mod migrate_tests;
 mod receipt_tests;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
-use crate::message::{DeadLetter, Lease, Message, MessageId, Rescheduled, Selection, Stats};
+use crate::message::{Lease, Message, Rescheduled};
 use crate::{record, QueueOptions, Timestamp};
+pub use cluster::{key_slot, RedisClusterQueue};
+pub use config::{ClusterConfig, SentinelConfig, DEFAULT_SHARDS, MAX_SHARDS};
+pub use config::{
+    RedisConfig, CONNECT_TIMEOUT, DEFAULT_CHUNK, DEFAULT_GROUP, DEFAULT_REPLICA_TIMEOUT,
+    DEFAULT_SMALL_APPEND, DEFAULT_STREAM, MAX_LEASE, RECEIPT_TTL, RECONNECT_TRIES, RESEND_WITHIN,
+    RESPONSE_TIMEOUT,
+};
+use keys::Keys;
 use link::Link;
-pub use link::SentinelConfig;
 use scripts::Scripts;
-
-/// Default stream name, from reference 004 ch. 5.
-pub const DEFAULT_STREAM: &str = "es-retry-stream";
-/// Default consumer group.
-pub const DEFAULT_GROUP: &str = "searchwire";
-/// Default [`RedisConfig::chunk`]: messages per append transaction (at most [`MAX_LEASE`]).
-/// With the records written by plain commands, 1000 × 1 KB is one transaction of a few ms
-/// (other clients wait that long at most) and one AOF write and sync per 1000 messages
-/// (with 256, four).
-pub const DEFAULT_CHUNK: usize = 1000;
-/// Default [`RedisConfig::small_append`]: appends of at most this many messages are one
-/// script call. Measured (docs/benchmarks.md, "Redis: one-call appends"): at one message
-/// per call from 64 tasks the one call gives ~1.4–1.8× the rate at half the client's CPU;
-/// at 10 per call it costs redis-server ~10–20 µs more per message than the transaction
-/// path (in Lua each record is copied and interned a few times over), and at 100 and 1000
-/// more still. Between 1 and 10 it was not measured, so only single messages take it.
-pub const DEFAULT_SMALL_APPEND: usize = 1;
-/// How long connecting (or reconnecting) to Redis may take, per try.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// How long one command may wait for Redis's answer. A lease or append script over a few
-/// hundred messages takes milliseconds; 30 s means Redis is stuck, not busy.
-pub const RESPONSE_TIMEOUT: Duration = Duration::from_secs(30);
-/// Reconnection tries after a connection is lost, before a call fails (100 ms doubling,
-/// at most 1 s apart).
-pub const RECONNECT_TRIES: usize = 3;
-
-/// Default [`RedisConfig::replica_timeout`]: how long an append waits for its replicas.
-/// On a healthy network a replica confirms within milliseconds; 2 s rides out a busy one
-/// and still answers a client (with an error it retries) well within its own timeouts.
-pub const DEFAULT_REPLICA_TIMEOUT: Duration = Duration::from_secs(2);
-
-/// How long the receipt of an append on a Sentinel link is kept (see "Sentinel" in the
-/// module documentation): its resend must run before it expires. A resend starts within
-/// [`RESEND_WITHIN`] of the first try and then may take a resolution of the primary (a
-/// few Sentinels, [`CONNECT_TIMEOUT`] each and the connection) plus [`RESPONSE_TIMEOUT`]:
-/// 120 s covers that with room, and costs one small key per append call for two minutes.
-pub const RECEIPT_TTL: Duration = Duration::from_secs(120);
-
-/// An append on a Sentinel link that failed as the primary moved is sent again only if
-/// its first try began at most this long ago (else its receipt might expire before the
-/// resend runs, and the error goes to the caller).
-pub const RESEND_WITHIN: Duration = Duration::from_secs(30);
-
-/// The most messages one [`RedisQueue::lease`] returns (Lua's `unpack` limit is ~8000).
-pub const MAX_LEASE: usize = 1000;
-
-/// Configuration of the Redis backend.
-#[derive(Clone)]
-pub struct RedisConfig {
-    /// `redis://[user:password@]host:port[/db]` (or `rediss://`). Never printed with its
-    /// password.
-    pub url: String,
-    /// The stream's key; the other keys start with it. Default [`DEFAULT_STREAM`].
-    pub stream: String,
-    /// The consumer group. Default [`DEFAULT_GROUP`].
-    pub group: String,
-    /// Messages per transaction in an append (at most [`MAX_LEASE`]). Default
-    /// [`DEFAULT_CHUNK`].
-    pub chunk: usize,
-    /// Appends of at most this many messages are one script call (`EVALSHA`, records
-    /// through Lua) instead of an id reservation plus transactions; 0: never. At most
-    /// [`MAX_LEASE`] is used. Default [`DEFAULT_SMALL_APPEND`]. Both paths store the same
-    /// keys and values.
-    pub small_append: usize,
-    /// Find the primary through these Sentinels instead of at `url`'s address (`url` then
-    /// gives only the credentials and database). See "Sentinel" in the module
-    /// documentation.
-    pub sentinel: Option<SentinelConfig>,
-    /// An append returns only once this many replicas confirmed it (`WAIT`); fewer within
-    /// [`Self::replica_timeout`] fails the append. 0 (the default): no wait. See
-    /// "Replicated appends" in the module documentation.
-    pub min_replicas: usize,
-    /// How long an append waits for [`Self::min_replicas`] replicas. Default
-    /// [`DEFAULT_REPLICA_TIMEOUT`].
-    pub replica_timeout: Duration,
-    /// Lease timeout, consumer name, clock.
-    pub options: QueueOptions,
-}
-
-impl RedisConfig {
-    /// Defaults for a queue at `url`.
-    pub fn new(url: impl Into<String>) -> Self {
-        RedisConfig {
-            url: url.into(),
-            stream: DEFAULT_STREAM.to_owned(),
-            group: DEFAULT_GROUP.to_owned(),
-            chunk: DEFAULT_CHUNK,
-            small_append: DEFAULT_SMALL_APPEND,
-            sentinel: None,
-            min_replicas: 0,
-            replica_timeout: DEFAULT_REPLICA_TIMEOUT,
-            options: QueueOptions::default(),
-        }
-    }
-
-    /// Defaults for a queue on the primary that `sentinel` names (no credentials, database
-    /// 0; set [`Self::url`] to `redis://[user:password@]any-host[/db]` for others).
-    pub fn sentinel(sentinel: SentinelConfig) -> Self {
-        RedisConfig {
-            sentinel: Some(sentinel),
-            ..RedisConfig::new("redis://sentinel-primary")
-        }
-    }
-}
-
-impl std::fmt::Debug for RedisConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisConfig")
-            .field("url", &redact(&self.url))
-            .field("stream", &self.stream)
-            .field("group", &self.group)
-            .field("chunk", &self.chunk)
-            .field("small_append", &self.small_append)
-            .field("sentinel", &self.sentinel)
-            .field("min_replicas", &self.min_replicas)
-            .field("replica_timeout", &self.replica_timeout)
-            .field("options", &self.options)
-            .finish()
-    }
-}
 
 /// A Redis URL as it may be shown: the transport's one redaction (`searchwire::redact_userinfo`),
 /// so a password never appears, even in a URL without a scheme.
 use searchwire::redact_userinfo as redact;
-
-struct Keys {
-    all: Vec<String>,
-}
-
-impl Keys {
-    /// In the order the scripts name them (`scripts::COMMON`, `MIGRATE`).
-    fn new(stream: &str) -> Self {
-        let k = |suffix: &str| format!("{stream}:{suffix}");
-        Keys {
-            all: vec![
-                stream.to_owned(),
-                k("delayed"),
-                k("ready"),
-                k("msg"),
-                k("hashes"),
-                k("held"),
-                k("calls"),
-                k("entries"),
-                k("dead"),
-                k("dead-ids"),
-                k("arrival"),
-                k("lease-seq"),
-                k("layout"),
-                // Layout 1's, read once by the migration.
-                k("meta"),
-                k("inflight"),
-                k("leases"),
-                // Read by `scripts::APPEND_SMALL` as KEYS[17].
-                k("seq"),
-            ],
-        }
-    }
-
-    fn seq(&self) -> &str {
-        &self.all[16]
-    }
-
-    /// The key of an append's receipt (`S:receipt:TOKEN:CHUNK`).
-    fn receipt(&self, token: &str, chunk: usize) -> String {
-        format!("{}:receipt:{token}:{chunk}", self.all[0])
-    }
-
-    fn msg(&self) -> &str {
-        &self.all[3]
-    }
-
-    fn arrival(&self) -> &str {
-        &self.all[10]
-    }
-
-    fn ready(&self) -> &str {
-        &self.all[2]
-    }
-
-    fn delayed(&self) -> &str {
-        &self.all[1]
-    }
-}
 
 /// The Redis queue. Cheap to clone (clones share the connection).
 #[derive(Clone)]
@@ -387,8 +229,33 @@ fn redis_err(what: &str, e: redis::RedisError) -> Error {
 
 impl RedisQueue {
     /// Connects, creates the stream and consumer group if missing, and loads the scripts.
+    /// A configuration with [`RedisConfig::cluster`] is refused: that queue is a
+    /// [`RedisClusterQueue`] ([`crate::Queue::connect_redis`] opens either).
     pub async fn connect(config: RedisConfig) -> Result<Self> {
+        if config.cluster.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "a queue on a Redis Cluster is sharded: open it with Queue::connect_redis or \
+                 RedisClusterQueue::connect",
+            ));
+        }
+        let (info, shown) = Self::check(&config)?;
+        let link = match &config.sentinel {
+            None => Link::direct(info, &shown).await?,
+            Some(sentinel) => Link::sentinel(info, sentinel.clone()).await?,
+        };
+        Self::open(config, link).await
+    }
+
+    /// Checks a configuration; returns its URL parsed and as it may be shown.
+    pub(in crate::redis) fn check(config: &RedisConfig) -> Result<(redis::ConnectionInfo, String)> {
         config.options.validate()?;
+        if config.sentinel.is_some() && config.cluster.is_some() {
+            return Err(Error::new(
+                ErrorKind::InvalidInput,
+                "give either Sentinels or a Redis Cluster, not both",
+            ));
+        }
         for (what, v) in [("stream", &config.stream), ("group", &config.group)] {
             if v.is_empty() || v.contains(char::is_whitespace) {
                 return Err(Error::new(
@@ -427,10 +294,12 @@ impl RedisQueue {
                 e,
             )
         })?;
-        let link = match &config.sentinel {
-            None => Link::direct(info, &shown).await?,
-            Some(sentinel) => Link::sentinel(info, sentinel.clone()).await?,
-        };
+        Ok((info, shown))
+    }
+
+    /// Creates the stream and consumer group on `link` if missing, loads the scripts and
+    /// brings the layout up to date.
+    pub(in crate::redis) async fn open(config: RedisConfig, link: Link) -> Result<Self> {
         let mut conn = link.get().await?.conn;
         let created: redis::RedisResult<()> = redis::cmd("XGROUP")
             .arg("CREATE")
@@ -518,7 +387,7 @@ impl RedisQueue {
 
     /// Sends a pipeline of script calls; if Redis lost its script cache (a restart, a
     /// failover to a replica that never loaded them), loads the scripts and sends it again
-    /// (a NOSCRIPT reply means no script ran). On a Sentinel link a failure marks the
+    /// (a NOSCRIPT reply means no script ran). On a Sentinel or Cluster link a failure marks the
     /// connection stale (the next call resolves the primary again), and a call refused
     /// because the server is a replica now (`READONLY`) or the connection was refused (so
     /// nothing ran) is sent once more to the primary resolved anew.
@@ -541,7 +410,7 @@ impl RedisQueue {
         pipe: &redis::Pipeline,
         mut pin: Option<&mut Option<u64>>,
     ) -> Result<T> {
-        let mut again = self.link.is_sentinel() && pin.is_none();
+        let mut again = self.link.follows_failover() && pin.is_none();
         loop {
             let handle = self.link.get().await?;
             if let Some(pin) = pin.as_deref_mut() {
@@ -565,7 +434,7 @@ impl RedisQueue {
             if matches!(&sent, Err(e) if e.kind() == redis::ErrorKind::NoScriptError) {
                 for s in self.scripts.all() {
                     if let Err(e) = s.prepare_invoke().load_async(&mut conn).await {
-                        self.link.failed(handle.generation);
+                        self.link.failed(handle.generation, &e);
                         return Err(redis_err("reloading the queue scripts", e));
                     }
                 }
@@ -574,9 +443,17 @@ impl RedisQueue {
             match sent {
                 Ok(v) => return Ok(v),
                 Err(e) => {
-                    self.link.failed(handle.generation);
-                    let nothing_ran =
-                        e.kind() == redis::ErrorKind::ReadOnly || e.is_connection_refusal();
+                    self.link.failed(handle.generation, &e);
+                    // Refused before anything ran: a replica now, a slot served elsewhere
+                    // (MOVED, ASK), a cluster without a primary for it yet, no connection.
+                    let nothing_ran = matches!(
+                        e.kind(),
+                        redis::ErrorKind::ReadOnly
+                            | redis::ErrorKind::Moved
+                            | redis::ErrorKind::Ask
+                            | redis::ErrorKind::ClusterDown
+                            | redis::ErrorKind::TryAgain
+                    ) || e.is_connection_refusal();
                     if again && nothing_ran {
                         again = false;
                         continue;
@@ -677,79 +554,6 @@ impl RedisQueue {
         let mut inv = self.invocation(&self.scripts.release);
         inv.arg(&self.config.options.consumer);
         self.run("releasing leases", &inv).await
-    }
-
-    /// See [`Queue::stats`](crate::Queue::stats).
-    pub async fn stats(&self) -> Result<Stats> {
-        let now = self.now();
-        let mut inv = self.invocation(&self.scripts.stats);
-        inv.arg(now.as_millis());
-        let v: (u64, u64, u64, Option<Vec<u8>>, u64) = self.run("reading stats", &inv).await?;
-        let oldest = match v.3 {
-            Some(rec) => Some(now.saturating_duration_since(record::decode(&rec)?.enqueued_at)),
-            None => None,
-        };
-        Ok(Stats {
-            backlog: v.0,
-            due: v.1,
-            leased: v.2,
-            oldest_age: oldest,
-            dead_letters: v.4,
-        })
-    }
-
-    async fn list_raw(
-        &self,
-        which: &str,
-        after: Option<MessageId>,
-        limit: usize,
-    ) -> Result<Vec<Vec<u8>>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let mut inv = self.invocation(&self.scripts.list);
-        inv.arg(which).arg(after.map_or(0, |a| a.0)).arg(limit);
-        let v: Vec<Option<Vec<u8>>> = self.run("listing", &inv).await?;
-        Ok(v.into_iter().flatten().collect())
-    }
-
-    /// See [`Queue::list`](crate::Queue::list).
-    pub async fn list(&self, after: Option<MessageId>, limit: usize) -> Result<Vec<Message>> {
-        self.list_raw("queued", after, limit)
-            .await?
-            .iter()
-            .map(|r| record::decode(r))
-            .collect()
-    }
-
-    /// See [`Queue::dead_letters`](crate::Queue::dead_letters).
-    pub async fn dead_letters(
-        &self,
-        after: Option<MessageId>,
-        limit: usize,
-    ) -> Result<Vec<DeadLetter>> {
-        self.list_raw("dead", after, limit)
-            .await?
-            .iter()
-            .map(|r| record::decode_dead(r))
-            .collect()
-    }
-
-    /// See [`Queue::purge`](crate::Queue::purge).
-    pub async fn purge(&self, selection: &Selection) -> Result<u64> {
-        let mut inv = self.invocation(&self.scripts.purge);
-        match selection {
-            Selection::All => {
-                inv.arg("*");
-            }
-            Selection::Ids(ids) if ids.is_empty() => return Ok(0),
-            Selection::Ids(ids) => {
-                for id in ids {
-                    inv.arg(id.0);
-                }
-            }
-        }
-        self.run("purging dead letters", &inv).await
     }
 }
 

@@ -1,6 +1,6 @@
 //! The Lua scripts: each operation is one script (a large append: plain commands plus one
 //! script in a `MULTI`/`EXEC` per chunk; a small one: [`APPEND_SMALL`] alone), so it is
-//! atomic in Redis and costs one round trip. `KEYS` are always [`super::Keys::all`] in that
+//! atomic in Redis and costs one round trip. `KEYS` are always `Keys::all` (keys.rs) in that
 //! order; `ARGV[1]` is always the consumer group.
 //!
 //! What keeps them cheap: no 1 KB record crosses Lua on the hot

@@ -119,9 +119,9 @@ impl RedisQueue {
     /// `store_new`.
     ///
     /// With [`RedisConfig::min_replicas`](super::RedisConfig::min_replicas) above 0 it
-    /// returns only once that many replicas confirmed the writes, and on a Sentinel link only
+    /// returns only once that many replicas confirmed the writes, and on a Sentinel or Cluster link only
     /// once the server that ran them still answered `ROLE` with `master` after them (see
-    /// "Replicated appends" in the module documentation). On a Sentinel link an append that failed because the primary
+    /// "Replicated appends" in the module documentation). On a Sentinel or Cluster link an append that failed because the primary
     /// moved is sent once more to the new one: a payload the first try stored is then found
     /// queued ([`Appended::Duplicate`]), so nothing is stored twice.
     pub async fn append(&self, batch: Vec<NewMessage>) -> Result<Vec<Appended>> {
@@ -129,14 +129,15 @@ impl RedisQueue {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        // Only a Sentinel link sends an append again, so only there it leaves a receipt.
-        let receipt = self.link.is_sentinel().then(receipt_token);
+        // Only a link that follows failovers (Sentinel, Cluster) sends an append again, so
+        // only there it leaves a receipt.
+        let receipt = self.link.follows_failover().then(receipt_token);
         let generation = self.link.generation();
         let started = tokio::time::Instant::now();
         match self.append_once(&batch, receipt.as_deref()).await {
             Err(e)
                 if (self.link.is_stale()
-                    || (self.link.is_sentinel() && self.link.generation() != generation))
+                    || (self.link.follows_failover() && self.link.generation() != generation))
                     && started.elapsed() <= super::RESEND_WITHIN =>
             {
                 tracing::debug!(error = %e, "redis: append failed as the primary moved; sending it again");
@@ -231,7 +232,7 @@ impl RedisQueue {
 
     /// Adds to an append's pipeline, after its writes (never inside a `MULTI` or a script,
     /// where `WAIT` does not block), `WAIT min_replicas timeout` when replicas are required
-    /// and `ROLE` on a Sentinel link. Both travel in the same pipeline as the writes, so on
+    /// and `ROLE` on a Sentinel or Cluster link. Both travel in the same pipeline as the writes, so on
     /// the same connection: a reconnect in between cannot make a `WAIT` on a fresh
     /// connection (which has written nothing, so waits for nothing) confirm them. Returns
     /// how many answers they add.
@@ -243,7 +244,7 @@ impl RedisQueue {
                 .arg(self.config.replica_timeout.as_millis().max(1) as u64);
             n += 1;
         }
-        if self.link.is_sentinel() {
+        if self.link.follows_failover() {
             pipe.cmd("ROLE");
             n += 1;
         }
@@ -279,9 +280,9 @@ impl RedisQueue {
                 ));
             }
         }
-        if self.link.is_sentinel() {
+        if self.link.follows_failover() {
             match tail.next() {
-                Some(role) if super::link::is_master(role) => {}
+                Some(role) if super::conn::is_master(role) => {}
                 _ => {
                     self.link.mark_stale();
                     return Err(Error::new(

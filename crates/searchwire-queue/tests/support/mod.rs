@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+pub mod cluster;
 pub mod sentinel;
 
-use searchwire_queue::redis::SentinelConfig;
+use searchwire_queue::redis::{ClusterConfig, SentinelConfig};
 use searchwire_queue::{EmbeddedConfig, ManualClock, Queue, QueueOptions, RedisConfig, Timestamp};
 
 /// The Redis URL of the test server (`scripts/redis start`).
@@ -14,6 +15,8 @@ pub const REDIS_ENV: &str = "SEARCHWIRE_TEST_REDIS";
 /// The Sentinels (`HOST:PORT,...`, master `searchwire`) of a test set
 /// (`scripts/redis sentinel-start`).
 pub const SENTINEL_ENV: &str = "SEARCHWIRE_TEST_REDIS_SENTINEL";
+/// Every node (`HOST:PORT,...`) of a test Redis Cluster (`scripts/redis cluster-start`).
+pub const CLUSTER_ENV: &str = "SEARCHWIRE_TEST_REDIS_CLUSTER";
 /// Set to 1 (scripts/test does) to make the Redis tests fail instead of skip without one.
 pub const REQUIRE_ENV: &str = "SEARCHWIRE_REQUIRE_REDIS";
 
@@ -33,6 +36,12 @@ pub enum Backend {
     RedisOneCall,
     /// Redis through Sentinels, every append confirmed by a replica (`min_replicas` 1).
     RedisSentinel,
+    /// The Redis Cluster backend with one shard, every append confirmed by a replica: the
+    /// whole contract, order across messages included, through the Cluster's links.
+    RedisCluster,
+    /// The Redis Cluster backend with its default shards, every append confirmed by a
+    /// replica: the scenarios that assume no order across messages (order holds per shard).
+    RedisClusterSharded,
 }
 
 /// The Redis URL, or `None` (skip) when there is none and it is not required.
@@ -63,6 +72,20 @@ pub fn sentinel_addrs() -> Option<Vec<String>> {
     }
 }
 
+/// The test Cluster's nodes, or `None` (skip) when there is none and Redis is not required.
+pub fn cluster_addrs() -> Option<Vec<String>> {
+    match std::env::var(CLUSTER_ENV) {
+        Ok(u) if !u.is_empty() => Some(u.split(',').map(str::to_owned).collect()),
+        _ => {
+            if std::env::var(REQUIRE_ENV).as_deref() == Ok("1") {
+                panic!("{REQUIRE_ENV}=1 but {CLUSTER_ENV} is not set: start one with scripts/redis cluster-start");
+            }
+            eprintln!("skipping: set {CLUSTER_ENV} (scripts/redis cluster-start) to run the Redis Cluster tests");
+            None
+        }
+    }
+}
+
 /// A unique stream name per test, so tests share one Redis without meeting.
 pub fn unique_stream(prefix: &str) -> String {
     format!("{prefix}-{}-{:016x}", std::process::id(), fastrand::u64(..))
@@ -88,6 +111,9 @@ impl Ctx {
                 (None, Some(redis_url()?))
             }
             Backend::RedisSentinel => (None, Some(sentinel_addrs()?.join(","))),
+            Backend::RedisCluster | Backend::RedisClusterSharded => {
+                (None, Some(cluster_addrs()?.join(",")))
+            }
         };
         let mut ctx = Ctx {
             backend,
@@ -130,6 +156,18 @@ impl Ctx {
             Backend::RedisSentinel => {
                 let addrs = self.url.as_ref().unwrap().split(',');
                 let mut c = RedisConfig::sentinel(SentinelConfig::new(addrs, sentinel::MASTER));
+                c.stream = self.stream.clone();
+                c.options = self.options(consumer);
+                c.min_replicas = 1;
+                Queue::connect_redis(c).await.unwrap()
+            }
+            Backend::RedisCluster | Backend::RedisClusterSharded => {
+                let nodes = self.url.as_ref().unwrap().split(',');
+                let mut cluster = ClusterConfig::new(nodes);
+                if self.backend == Backend::RedisCluster {
+                    cluster.shards = 1;
+                }
+                let mut c = RedisConfig::cluster(cluster);
                 c.stream = self.stream.clone();
                 c.options = self.options(consumer);
                 c.min_replicas = 1;

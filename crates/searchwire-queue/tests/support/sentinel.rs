@@ -91,7 +91,7 @@ pub struct Topology {
     pub sentinels: Vec<Node>,
 }
 
-fn script(name: &str) -> PathBuf {
+pub fn script(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../../scripts")
         .join(name)

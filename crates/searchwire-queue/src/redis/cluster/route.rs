@@ -1,0 +1,137 @@
+//! Finding the primary that owns one slot, and again after a failover or a `MOVED`.
+//!
+//! The redis crate's cluster client routes single commands but cannot carry the queue's
+//! `MULTI`/`EXEC` pipelines (redis-rs #731), so each shard has a plain connection to the
+//! primary of its slot, found here: the node a `MOVED`/`ASK` named last, then the seeds in
+//! turn, are asked `CLUSTER SLOTS`; the primary it names is accepted only once it answers
+//! `ROLE` with `master` (the slot map of a node may lag a failover by a moment).
+
+use redis::aio::ConnectionManager;
+use redis::{ConnectionAddr, ConnectionInfo, Value};
+use std::sync::Mutex;
+
+use super::slots::{parse_redirect, slot_owner};
+use crate::error::{Error, ErrorKind, Result};
+use crate::redis::config::CONNECT_TIMEOUT;
+use crate::redis::conn::{is_master, manager};
+
+/// Where one slot's primary is found.
+pub(in crate::redis) struct SlotRoute {
+    seeds: Vec<(String, u16)>,
+    slot: u16,
+    /// The node a `MOVED`/`ASK` for this slot named last: asked first.
+    hint: Mutex<Option<(String, u16)>>,
+}
+
+impl SlotRoute {
+    /// The primary of `slot`, found through `seeds`.
+    pub fn new(seeds: Vec<(String, u16)>, slot: u16) -> Self {
+        SlotRoute {
+            seeds,
+            slot,
+            hint: Mutex::new(None),
+        }
+    }
+
+    /// A call failed with `error`: if it is a `MOVED`/`ASK` for this slot, its node is
+    /// asked first at the next resolution.
+    pub fn redirected(&self, error: &redis::RedisError) {
+        let (Some(code), Some(detail)) = (error.code(), error.detail()) else {
+            return;
+        };
+        if let Some(r) = parse_redirect(&format!("{code} {detail}")) {
+            if r.slot == self.slot {
+                tracing::debug!(slot = r.slot, to = %format!("{}:{}", r.host, r.port), ask = r.ask, "redis: a shard's slot is served elsewhere");
+                let mut hint = match self.hint.lock() {
+                    Ok(h) => h,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                *hint = Some((r.host, r.port));
+            }
+        }
+    }
+
+    fn take_hint(&self) -> Option<(String, u16)> {
+        match self.hint.lock() {
+            Ok(mut h) => h.take(),
+            Err(poisoned) => poisoned.into_inner().take(),
+        }
+    }
+
+    /// Connects to the slot's primary (credentials from `info`); returns the connection and
+    /// its address.
+    pub async fn resolve(&self, info: &ConnectionInfo) -> Result<(ConnectionManager, String)> {
+        let mut asked = Vec::with_capacity(self.seeds.len() + 1);
+        asked.extend(self.take_hint());
+        asked.extend(self.seeds.iter().cloned());
+        let mut why = Vec::new();
+        for (host, port) in &asked {
+            let named = match slot_map(info, host, *port).await {
+                Ok(answer) => match slot_owner(&answer, self.slot) {
+                    Some((h, p)) if h.is_empty() => (host.clone(), p),
+                    Some(found) => found,
+                    None => {
+                        why.push(format!(
+                            "{host}:{port} names no primary for slot {}",
+                            self.slot
+                        ));
+                        continue;
+                    }
+                },
+                Err(e) => {
+                    why.push(format!("{host}:{port}: {e}"));
+                    continue;
+                }
+            };
+            let mut primary = info.clone();
+            primary.addr = ConnectionAddr::Tcp(named.0.clone(), named.1);
+            let shown = format!("{}:{}", named.0, named.1);
+            let mut conn = match manager(primary, 0).await {
+                Ok(c) => c,
+                Err(e) => {
+                    why.push(format!(
+                        "{host}:{port} names {shown}, which does not answer: {e}"
+                    ));
+                    continue;
+                }
+            };
+            match redis::cmd("ROLE").query_async::<Value>(&mut conn).await {
+                Ok(role) if is_master(&role) => return Ok((conn, shown)),
+                Ok(_) => why.push(format!(
+                    "{host}:{port} names {shown}, which is not a primary (a failover is under way)"
+                )),
+                Err(e) => why.push(format!("{host}:{port} names {shown}; its ROLE failed: {e}")),
+            }
+        }
+        Err(Error::new(
+            ErrorKind::Redis,
+            format!(
+                "redis: no Cluster node names a reachable primary for slot {} ({}); check the \
+                 --redis-cluster addresses, or wait for the cluster's failover to finish",
+                self.slot,
+                why.join("; ")
+            ),
+        ))
+    }
+}
+
+/// `CLUSTER SLOTS` of the node at `host:port`.
+async fn slot_map(info: &ConnectionInfo, host: &str, port: u16) -> redis::RedisResult<Value> {
+    let mut node = info.clone();
+    node.addr = ConnectionAddr::Tcp(host.to_owned(), port);
+    let client = redis::Client::open(node)?;
+    let asking = async {
+        let mut c = client.get_multiplexed_async_connection().await?;
+        redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async::<Value>(&mut c)
+            .await
+    };
+    match tokio::time::timeout(CONNECT_TIMEOUT, asking).await {
+        Ok(r) => r,
+        Err(_) => Err(redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {CONNECT_TIMEOUT:?}"),
+        ))),
+    }
+}

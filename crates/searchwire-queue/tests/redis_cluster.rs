@@ -1,0 +1,448 @@
+//! The queue on a Redis Cluster: the slot function against the server's `CLUSTER KEYSLOT`,
+//! what sharding keeps (exact de-duplication, unique ids, order per shard, paging, fair
+//! leasing) on the test Cluster (`SEARCHWIRE_TEST_REDIS_CLUSTER`), and, on clusters of their
+//! own (ports from `SEARCHWIRE_TEST_REDIS_PORT_BASE` + 60 and + 70), a manual failover
+//! (`MOVED`) and the SIGKILL of a primary under load.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use searchwire_queue::redis::{key_slot, ClusterConfig, DEFAULT_SHARDS};
+use searchwire_queue::{
+    Appended, MessageId, NewMessage, Queue, QueueOptions, RedisClusterQueue, RedisConfig,
+};
+use support::cluster::ClusterTopology;
+use support::sentinel::{ports, Node};
+
+fn cluster_queue(q: &Queue) -> &RedisClusterQueue {
+    match q {
+        Queue::RedisCluster(c) => c,
+        other => panic!("not a Cluster queue: {other:?}"),
+    }
+}
+
+async fn connect(seeds: Vec<String>, stream: &str, options: QueueOptions) -> Queue {
+    let mut c = RedisConfig::cluster(ClusterConfig::new(seeds));
+    c.stream = stream.to_owned();
+    c.options = options;
+    c.min_replicas = 1;
+    Queue::connect_redis(c).await.unwrap()
+}
+
+fn first_node(seeds: &[String]) -> Node {
+    let (host, port) = seeds[0].rsplit_once(':').unwrap();
+    Node {
+        addr: format!("{host}:{port}"),
+        port: port.parse().unwrap(),
+        pid: 0,
+        data: Default::default(),
+    }
+}
+
+#[tokio::test]
+async fn the_slot_of_a_key_is_the_one_the_server_computes() {
+    let Some(seeds) = support::cluster_addrs() else {
+        return;
+    };
+    let node = first_node(&seeds);
+    let mut keys: Vec<String> = [
+        "foo",
+        "bar",
+        "123456789",
+        "{user1000}.following",
+        "foo{}{bar}",
+        "foo{{bar}}zap",
+        "foo{bar}{zap}",
+        "{unclosed",
+        "é-non-ascii",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    keys.extend((0..DEFAULT_SHARDS).map(|k| format!("{{es-retry-stream:{k}}}:ready")));
+    for key in keys {
+        let server = match node.cmd(&["CLUSTER", "KEYSLOT", &key]).await.unwrap() {
+            redis::Value::Int(i) => i as u16,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(key_slot(key.as_bytes()), server, "{key}");
+    }
+}
+
+#[tokio::test]
+async fn shards_deduplicate_exactly_keep_order_per_shard_page_and_lease_fairly() {
+    let Some(seeds) = support::cluster_addrs() else {
+        return;
+    };
+    let stream = support::unique_stream("cluster-shards");
+    let q = connect(seeds, &stream, QueueOptions::default()).await;
+    let cq = cluster_queue(&q);
+    assert_eq!(cq.shards(), DEFAULT_SHARDS);
+    let n = 400;
+    let payload = |i: usize| format!("doc-{i}");
+    let batch = |range: std::ops::Range<usize>| {
+        range
+            .map(|i| NewMessage::new(payload(i).into_bytes()).priority((i % 3) as u8))
+            .collect::<Vec<_>>()
+    };
+    let mut ids = Vec::new();
+    for chunk in (0..n).step_by(50) {
+        for a in q.append(batch(chunk..chunk + 50)).await.unwrap() {
+            assert!(matches!(a, Appended::New(_)), "{a:?}");
+            ids.push(a.id());
+        }
+    }
+    // Unique across shards, each on the shard its payload hashes to.
+    assert_eq!(ids.iter().collect::<HashSet<_>>().len(), n);
+    for (i, id) in ids.iter().enumerate() {
+        assert_eq!(
+            RedisClusterQueue::shard_of_id(*id),
+            cq.shard_of_payload(payload(i).as_bytes())
+        );
+    }
+    // The same payloads again, in other batches: every one a duplicate of its first id.
+    let again = q
+        .append(batch(0..n).into_iter().rev().collect())
+        .await
+        .unwrap();
+    for (i, a) in again.iter().rev().enumerate() {
+        assert_eq!(*a, Appended::Duplicate(ids[i]), "doc-{i}");
+    }
+    assert_eq!(q.stats().await.unwrap().backlog, n as u64);
+
+    // Listing pages through every id once, in id order.
+    let mut listed = Vec::new();
+    let mut after = None;
+    loop {
+        let page = q.list(after, 37).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        assert!(page.len() <= 37);
+        after = Some(page.last().unwrap().id);
+        listed.extend(page.into_iter().map(|m| m.id));
+    }
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(listed, sorted);
+
+    // Per shard, the delivery order (priority, then arrival): what each shard must give.
+    let mut per_shard: BTreeMap<usize, Vec<(u8, MessageId)>> = BTreeMap::new();
+    for (i, id) in ids.iter().enumerate() {
+        per_shard
+            .entry(RedisClusterQueue::shard_of_id(*id))
+            .or_default()
+            .push((u8::MAX - (i % 3) as u8, *id));
+    }
+    for v in per_shard.values_mut() {
+        v.sort();
+    }
+    assert_eq!(per_shard.len(), DEFAULT_SHARDS, "every shard holds some");
+    let smallest = per_shard.values().map(Vec::len).min().unwrap();
+    assert!(smallest >= 20, "{smallest}");
+    // Fair: 80 leases from 8 shards that all have more are 10 from each, and each shard's
+    // are its first 10 in its delivery order.
+    let leased = q.lease(80).await.unwrap();
+    assert_eq!(leased.len(), 80);
+    let mut got: BTreeMap<usize, Vec<MessageId>> = BTreeMap::new();
+    for l in &leased {
+        got.entry(RedisClusterQueue::shard_of_id(l.id()))
+            .or_default()
+            .push(l.id());
+    }
+    for (k, expected) in &per_shard {
+        let first: Vec<MessageId> = expected[..10].iter().map(|p| p.1).collect();
+        assert_eq!(got.get(k), Some(&first), "shard {k}");
+    }
+    // A lease larger than what is left takes everything, from every shard.
+    let rest = q.lease(1000).await.unwrap();
+    assert_eq!(rest.len(), n - 80);
+    assert!(q.lease(10).await.unwrap().is_empty());
+    // Dead letters page by id across shards too.
+    for l in rest.iter().take(30) {
+        assert!(q.dead_letter(l, "bad").await.unwrap());
+    }
+    let mut dead = Vec::new();
+    let mut after = None;
+    loop {
+        let page = q.dead_letters(after, 7).await.unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = Some(page.last().unwrap().message.id);
+        dead.extend(page.into_iter().map(|d| d.message.id));
+    }
+    let mut expected: Vec<MessageId> = rest.iter().take(30).map(|l| l.id()).collect();
+    expected.sort();
+    assert_eq!(dead, expected);
+    let all: Vec<MessageId> = leased.iter().chain(&rest).map(|l| l.id()).collect();
+    assert_eq!(q.ack(&all).await.unwrap(), (n - 30) as u64);
+    assert_eq!(
+        q.purge(&searchwire_queue::Selection::All).await.unwrap(),
+        30
+    );
+}
+
+#[tokio::test]
+async fn another_shard_count_for_the_same_queue_is_refused() {
+    let Some(seeds) = support::cluster_addrs() else {
+        return;
+    };
+    let stream = support::unique_stream("cluster-count");
+    let _first = connect(seeds.clone(), &stream, QueueOptions::default()).await;
+    let mut c = RedisConfig::cluster(ClusterConfig { seeds, shards: 3 });
+    c.stream = stream;
+    let e = Queue::connect_redis(c).await.unwrap_err();
+    assert_eq!(e.kind(), searchwire_queue::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("has 8 shards, not 3"), "{e}");
+}
+
+/// The replica that follows `primary` (from its `INFO replication`).
+async fn replica_of(t: &ClusterTopology, primary: &str) -> String {
+    let (_, node) = t.node(primary);
+    let info = match node.cmd(&["INFO", "replication"]).await.unwrap() {
+        redis::Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("{other:?}"),
+    };
+    let line = info
+        .lines()
+        .find(|l| l.starts_with("slave0:"))
+        .expect("a replica");
+    let field = |name: &str| {
+        line.split([':', ','])
+            .find_map(|kv| kv.strip_prefix(&format!("{name}=")).map(str::to_owned))
+            .unwrap()
+    };
+    format!("{}:{}", field("ip"), field("port"))
+}
+
+/// The primary that serves the most shards.
+fn busiest(q: &RedisClusterQueue) -> String {
+    let mut count: HashMap<String, usize> = HashMap::new();
+    for p in q.primaries() {
+        *count.entry(p).or_default() += 1;
+    }
+    count.into_iter().max_by_key(|(_, n)| *n).unwrap().0
+}
+
+#[tokio::test]
+async fn a_manual_failover_moves_shards_and_calls_follow_the_moved_answers() {
+    let Some(base) = ports(7) else { return };
+    let t = ClusterTopology::start("moved", base);
+    let q = connect(t.seeds(), "moved", QueueOptions::default()).await;
+    let cq = cluster_queue(&q).clone();
+    let old = busiest(&cq);
+    let replica = replica_of(&t, &old).await;
+    let before: Vec<MessageId> = q
+        .append(
+            (0..50)
+                .map(|i| NewMessage::new(format!("m{i}").into_bytes()))
+                .collect(),
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(Appended::id)
+        .collect();
+    // A graceful failover: the replica takes over, the old primary answers MOVED. Redis
+    // gives a manual failover up to 5 s to reach the primary's offset and drops it past that
+    // (on a busy machine it can): then it is asked again.
+    let (_, r) = t.node(&replica);
+    let mut promoted = false;
+    for _ in 0..4 {
+        r.cmd(&["CLUSTER", "FAILOVER"]).await.unwrap();
+        if t.wait_role(&replica, "master", Duration::from_secs(10))
+            .await
+        {
+            promoted = true;
+            break;
+        }
+    }
+    assert!(promoted, "{replica} was not promoted by 4 manual failovers");
+    t.await_role(&old, "slave", Duration::from_secs(30)).await;
+    // No call fails: a MOVED ran nothing, the link resolves the slot again and sends it
+    // once more.
+    let after: Vec<MessageId> = q
+        .append(
+            (50..100)
+                .map(|i| NewMessage::new(format!("m{i}").into_bytes()))
+                .collect(),
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(Appended::id)
+        .collect();
+    assert!(!cq.primaries().contains(&old), "{:?}", cq.primaries());
+    let leased = q.lease(1000).await.unwrap();
+    assert_eq!(leased.len(), 100);
+    let all: Vec<MessageId> = before.iter().chain(&after).copied().collect();
+    assert_eq!(q.ack(&all).await.unwrap(), 100);
+}
+
+/// Producers append unique payloads one by one (one of them in batches of 20) as a client
+/// of the relay would: a failed append is sent again later, until it is acknowledged.
+async fn produce(
+    q: Queue,
+    payloads: Vec<String>,
+    batch: usize,
+    acked: Arc<std::sync::Mutex<Vec<(tokio::time::Instant, String, MessageId)>>>,
+    errors: Arc<std::sync::Mutex<Vec<String>>>,
+) {
+    let mut pending: Vec<Vec<String>> = payloads.chunks(batch).map(<[_]>::to_vec).collect();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    while !pending.is_empty() {
+        let mut failed = Vec::new();
+        for b in pending {
+            let msgs = b
+                .iter()
+                .map(|p| NewMessage::new(p.clone().into_bytes()))
+                .collect();
+            match q.append(msgs).await {
+                Ok(answers) => {
+                    let now = tokio::time::Instant::now();
+                    let mut a = acked.lock().unwrap();
+                    for (p, ans) in b.into_iter().zip(answers) {
+                        a.push((now, p, ans.id()));
+                    }
+                }
+                Err(e) => {
+                    errors.lock().unwrap().push(format!("{e:#}"));
+                    failed.push(b);
+                }
+            }
+        }
+        pending = failed;
+        if !pending.is_empty() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "{} batches still fail after 2 minutes",
+                pending.len()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_a_primary_under_load_loses_and_doubles_nothing() {
+    let Some(base) = ports(6) else { return };
+    let mut t = ClusterTopology::start("kill", base);
+    let q = connect(t.seeds(), "kill", QueueOptions::default()).await;
+    let cq = cluster_queue(&q).clone();
+    let victim = busiest(&cq);
+    let heir = replica_of(&t, &victim).await;
+    let lost_shards: Vec<usize> = cq
+        .primaries()
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| **p == victim)
+        .map(|(k, _)| k)
+        .collect();
+
+    let acked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut all = Vec::new();
+    let mut producers = Vec::new();
+    for p in 0..5 {
+        let payloads: Vec<String> = (0..1600).map(|i| format!("p{p}-doc-{i}")).collect();
+        all.extend(payloads.iter().cloned());
+        let batch = if p == 4 { 20 } else { 1 };
+        producers.push(tokio::spawn(produce(
+            q.clone(),
+            payloads,
+            batch,
+            acked.clone(),
+            errors.clone(),
+        )));
+    }
+    // Under load: SIGKILL the primary of the most shards.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let (victim_i, victim_node) = t.node(&victim);
+    let victim_node = victim_node.clone();
+    let killed_at = tokio::time::Instant::now();
+    victim_node.signal("KILL");
+    t.await_role(&heir, "master", Duration::from_secs(30)).await;
+    let promoted_at = tokio::time::Instant::now();
+    // The old primary comes back as the new one's replica, so its shards can confirm
+    // appends to a replica again (min_replicas 1).
+    t.restart(victim_i);
+    for p in producers {
+        p.await.unwrap();
+    }
+
+    let errors = errors.lock().unwrap().clone();
+    let acked = acked.lock().unwrap().clone();
+    assert!(!errors.is_empty(), "the kill was felt by some append");
+    for e in &errors {
+        assert!(
+            !e.contains("CROSSSLOT") && !e.to_lowercase().contains("cross-slot"),
+            "a cross-slot error reached a caller: {e}"
+        );
+    }
+    // The other shards kept working while the victim's failed over.
+    let during = acked
+        .iter()
+        .filter(|(at, _, id)| {
+            *at > killed_at
+                && *at < promoted_at
+                && !lost_shards.contains(&RedisClusterQueue::shard_of_id(*id))
+        })
+        .count();
+    assert!(
+        during > 0,
+        "no append to another shard was acknowledged during the failover"
+    );
+    // Every payload acknowledged under one id (a resend answers the first id).
+    let mut id_of: HashMap<String, MessageId> = HashMap::new();
+    for (_, p, id) in &acked {
+        if let Some(first) = id_of.insert(p.clone(), *id) {
+            assert_eq!(first, *id, "{p} acknowledged under two ids");
+        }
+    }
+    assert_eq!(id_of.len(), all.len());
+    // Nothing lost, nothing stored twice: the backlog is exactly the acknowledged payloads,
+    // and draining the queue hands each out once, under its acknowledged id.
+    assert_eq!(q.stats().await.unwrap().backlog, all.len() as u64);
+    let mut seen: HashMap<String, MessageId> = HashMap::new();
+    loop {
+        let leased = q.lease(1000).await.unwrap();
+        if leased.is_empty() {
+            break;
+        }
+        let ids: Vec<MessageId> = leased.iter().map(|l| l.id()).collect();
+        for l in leased {
+            let p = String::from_utf8(l.message.payload.clone()).unwrap();
+            assert!(seen.insert(p.clone(), l.id()).is_none(), "{p} twice");
+        }
+        q.ack(&ids).await.unwrap();
+    }
+    assert_eq!(seen, id_of, "lost or changed");
+    // Balanced: each shard holds within ±10 % of an even share, exactly as the payloads
+    // hash.
+    let mut per_shard = vec![0usize; cq.shards()];
+    let mut expected = vec![0usize; cq.shards()];
+    for (p, id) in &id_of {
+        per_shard[RedisClusterQueue::shard_of_id(*id)] += 1;
+        expected[cq.shard_of_payload(p.as_bytes())] += 1;
+    }
+    assert_eq!(per_shard, expected);
+    let even = all.len() as f64 / cq.shards() as f64;
+    for (k, n) in per_shard.iter().enumerate() {
+        assert!(
+            (*n as f64 - even).abs() <= even * 0.10,
+            "shard {k} holds {n}, not within 10 % of {even}: {per_shard:?}"
+        );
+    }
+    eprintln!(
+        "killed {victim} (shards {lost_shards:?}); promoted {heir} after {:?}; {} append \
+         errors, {during} appends to other shards acknowledged meanwhile; per shard {per_shard:?}",
+        promoted_at - killed_at,
+        errors.len()
+    );
+}
