@@ -120,6 +120,7 @@ pub(crate) fn operation_name(method: &Method, path: &str) -> &'static str {
 
 /// Every operation name [`operation_name`] returns, the most common first (the metrics
 /// observer caches one histogram key per entry); `other` is last.
+#[cfg(any(feature = "metrics", test))]
 pub(crate) const OPERATIONS: [&str; 42] = [
     "info",
     "indices.exists",
@@ -166,6 +167,7 @@ pub(crate) const OPERATIONS: [&str; 42] = [
 ];
 
 /// The position of `op` (one of [`OPERATIONS`], compared by address first) in the table.
+#[cfg(any(feature = "metrics", test))]
 pub(crate) fn operation_index(op: &'static str) -> usize {
     OPERATIONS
         .iter()
