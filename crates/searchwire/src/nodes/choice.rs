@@ -66,7 +66,9 @@ impl Selection {
                  fails fast does not attract traffic. A new or resurrected node, or one that had \
                  no answer for one decay, starts from the median of the others: a slow node is \
                  tried again a few times per decay and a recovered one is back within it. \
-                 Untried nodes come before tried ones, nodes pausing after Retry-After or \
+                 Costs within 1ms of each other are a tie, won by the node with fewer \
+                 attempts in flight, then by either at random, so equally fast nodes share \
+                 evenly. Untried nodes come before tried ones, nodes pausing after Retry-After or \
                  stalled come last."
             }
             Selection::RoundRobin => {
