@@ -27,19 +27,24 @@
 //! `rtt_noload` is the lowest latency seen. Under sustained load every latency is a queued
 //! one, so taking "the next sample" as the new floor (Netflix's reset) would judge the
 //! cluster by its own queue and let the limit grow with it. Instead, every [`PROBE_EVERY`]
-//! × limit samples a **probe** holds the limit at `min` until [`PROBE_SAMPLES`] requests
+//! × limit samples of a client at its limit a **probe** holds the limit at `min` until [`PROBE_SAMPLES`] requests
 //! admitted during the probe have finished (as Envoy's adaptive concurrency filter measures
 //! its minimum latency at a small concurrency): the cluster's queue drains, their lowest
 //! latency is the no-load latency as it is now (higher when the cluster became slower for
 //! good, lower when it became faster), and the limit returns to what it was. Requests
 //! admitted before the probe teach nothing while it runs (they queued behind the old limit).
-//! A probe costs the limit's room for a few round trips every `PROBE_EVERY` × limit samples.
+//! A probe costs the limit's room for a few round trips every `PROBE_EVERY` × limit samples;
+//! a client below its limit never probes.
 
 use std::time::Duration;
 
-/// A probe of the no-load latency starts after this many samples per unit of the limit
-/// (100 × limit: at a limit of 3, one probe per 300 requests; at 300, per 30,000).
-pub const PROBE_EVERY: u64 = 100;
+/// A probe of the no-load latency starts after this many load-bearing samples (the limit
+/// at least half used, or an overload signal) per unit of the limit: 1,000 × limit — at a
+/// limit of 3 on a node serving ~500 requests/s, one probe every ~6 s; at 300 over a cluster
+/// serving 10,000/s, every ~30 s (Envoy re-measures every 60 s). A probe refuses, for a few
+/// round trips, what the limit would have admitted — about 5 × limit requests — so one per
+/// 1,000 × limit costs at most ~0.5 % of the requests of a client at its limit.
+pub const PROBE_EVERY: u64 = 1000;
 
 /// A probe ends when this many requests admitted during it have finished: the lowest of
 /// their latencies is the new no-load latency. Five, so that the first ones, which may still
@@ -144,7 +149,12 @@ impl Vegas {
             }
             return;
         }
-        self.until_probe = self.until_probe.saturating_sub(1);
+        // Only samples of a client at its limit count toward a probe: below it nothing is
+        // refused, the latencies are near the no-load one anyway (the minimum keeps it),
+        // and a probe would refuse requests that the limit never needed to.
+        if dropped || f64::from(in_flight) * 2.0 >= self.limit {
+            self.until_probe = self.until_probe.saturating_sub(1);
+        }
         if self.until_probe == 0 && self.rtt_noload.is_some() {
             self.epoch += 1;
             self.probe = Some(Probe {
@@ -274,13 +284,14 @@ mod tests {
         // Against the old floor of 2 ms the queue looks like 2.6 at 3 (> beta) and 1.6 at
         // 2: the limit falls to 2 and stays, where the true queue (one) would let it grow —
         // the cluster judged by a latency it no longer has, until the probe.
-        let mut samples = 1;
+        // (The first sample, 1 in flight of 3, was below half the limit: it did not count.)
+        let mut samples = 0;
         while !v.probing() {
             let l = v.limit();
             v.sample(ms(5 * u64::from(l)), l, 0, false);
             samples += 1;
         }
-        assert_eq!(samples, PROBE_EVERY * 3, "100 × the initial limit of 3");
+        assert_eq!(samples, PROBE_EVERY * 3, "1,000 × the initial limit of 3");
         assert_eq!(v.limit(), 1, "the minimum during the probe");
         let resume = v.limit;
         // Requests admitted before the probe teach it nothing.
@@ -305,7 +316,7 @@ mod tests {
     fn overload_signals_during_a_probe_lower_the_limit_it_returns_to() {
         let mut v = Vegas::new(1, 1, 1000);
         v.sample(ms(2), 1, 0, false);
-        // Fast samples grow the limit by one each, until the probe after 100 samples.
+        // Fast samples grow the limit by one each, until the probe after 1,000 samples.
         while !v.probing() {
             v.sample(ms(2), v.limit(), 0, false);
         }
@@ -327,5 +338,24 @@ mod tests {
             want -= want.log10().max(1.0);
         }
         assert_eq!(v.limit, want);
+    }
+
+    #[test]
+    fn a_client_below_its_limit_never_probes() {
+        let mut v = Vegas::new(20, 1, 1000);
+        v.sample(ms(2), 1, 0, false);
+        // Eight callers under a limit of 20: below half of it, for ever.
+        for _ in 0..PROBE_EVERY * 20 * 3 {
+            v.sample(ms(2), 8, 0, false);
+        }
+        assert!(!v.probing());
+        assert_eq!(v.limit(), 20, "and nothing learned");
+        // At its limit, the samples count: the probe comes after 1,000 × 20 of them.
+        for _ in 0..PROBE_EVERY * 20 - 1 {
+            v.sample(ms(2), v.limit(), 0, false);
+        }
+        assert!(!v.probing());
+        v.sample(ms(2), v.limit(), 0, false);
+        assert!(v.probing());
     }
 }
