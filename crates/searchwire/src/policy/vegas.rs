@@ -10,13 +10,17 @@
 //! - an overload signal (429, 502/503/504, an attempt timeout, the deadline) → `limit − step`;
 //! - fewer than half the limit in flight → unchanged (the client, not the cluster, is the
 //!   bound: nothing is learned about capacity);
-//! - `queue ≤ alpha` → `limit + step`;
-//! - `queue > beta` → `limit − step`;
+//! - `queue < alpha` → `limit + step`;
+//! - `queue ≥ beta` → `limit − step`, or lower to shed the excess queue at once —
+//!   `limit − queue + alpha` — but never below half the limit in one sample;
 //! - otherwise unchanged;
 //!
 //! clamped to `[min, max]`. On a node that serves one request at a time, `queue` is about
-//! `limit − 1`, so the limit settles at 2–3: one request served, one or two waiting — the
-//! node never idles and an admitted request waits behind at most two others. Netflix's
+//! `limit − 1`, so the limit settles at 2 from above and from below: one request served,
+//! one waiting — the node never idles and an admitted request waits behind one other.
+//! Shedding the excess at once matters at the start (from the initial 20, the first
+//! samples see a queue of ~19: the limit is at 2 after four samples, not seventeen) and after
+//! a burst; the halving bound keeps one outlier from taking the limit to its floor. Netflix's
 //! `VegasLimit` allows 3–6 × log10(limit) waiting (3–6 requests at a small limit), which on
 //! such a node is a latency of 4–7 service times; the allowances here are one and two
 //! requests there, and grow with log10 of the limit so that a large limit over many nodes
@@ -181,10 +185,14 @@ impl Vegas {
             return;
         } else {
             let queue = self.limit * (1.0 - noload.as_secs_f64() / rtt.as_secs_f64());
-            if queue <= step {
+            if queue < step {
                 self.limit + step
-            } else if queue > 2.0 * step {
-                self.limit - step
+            } else if queue >= 2.0 * step {
+                // Shed the excess queue at once (back to alpha waiting), but at most half
+                // the limit per sample.
+                (self.limit - step)
+                    .min(self.limit - queue + step)
+                    .max(self.limit / 2.0)
             } else {
                 return;
             }
@@ -211,25 +219,31 @@ mod tests {
         // The first sample only sets the no-load latency: 10 ms.
         v.sample(ms(10), 100, 0, false);
         assert_eq!(v.limit(), 100);
-        // No queue (rtt = no-load): queue 0 <= log10(100) = 2: + 2.
+        // No queue (rtt = no-load): queue 0 < log10(100) = 2: + 2.
         v.sample(ms(10), 100, 0, false);
         assert_eq!(v.limit(), 102);
         // Half the limit not in flight: nothing learned.
         v.sample(ms(50), 50, 0, false);
         assert_eq!(v.limit(), 102);
-        // rtt 10.2 ms: queue = 102 × (1 − 10/10.2) = 2.0 <= log10(102) = 2.0086: + 2.0086.
+        // rtt 10.2 ms: queue = 102 × (1 − 10/10.2) = 2.0 < log10(102) = 2.0086: + 2.0086.
         v.sample(us(10_200), 102, 0, false);
         assert_eq!(v.limit(), 104);
         // rtt 10.3 ms: queue = 104.0086 × 0.02913 = 3.03, between alpha (2.017) and beta
         // (4.034): unchanged.
         v.sample(us(10_300), 104, 0, false);
         assert_eq!(v.limit(), 104);
-        // rtt 20 ms: queue = 52 > beta: − log10(104.0086) = 2.017 → 101.99.
+        // rtt 20 ms: queue = 52.004 >= beta: the excess shed at once, back to alpha
+        // waiting: 104.0086 − 52.004 + 2.017 = 54.02 (not below half, 52.004; below
+        // − one step, 101.99).
         v.sample(ms(20), 104, 0, false);
-        assert_eq!(v.limit(), 101);
-        // An overload signal: − log10, whatever the latency: 101.99 − 2.0086 = 99.98.
-        v.sample(ms(10), 102, 0, true);
-        assert_eq!(v.limit(), 99);
+        assert_eq!(v.limit(), 54);
+        // Again, 30 ms: queue = 54.02 × 2/3 = 36.01: 54.02 − 36.01 + 1.73 = 19.74, below
+        // half the limit (27.01): half.
+        v.sample(ms(30), 54, 0, false);
+        assert_eq!(v.limit(), 27);
+        // An overload signal: − log10, whatever the latency: 27.01 − 1.43 = 25.58.
+        v.sample(ms(10), 27, 0, true);
+        assert_eq!(v.limit(), 25);
     }
 
     #[test]
@@ -244,21 +258,24 @@ mod tests {
             v.sample(ms(2 * u64::from(l)), l, 0, false);
             seen.push(v.limit());
         }
-        // Down by log10(limit) per sample above 10, by one below (queue = limit − 1 >
-        // beta), to 2.6: there the queue, 2.6 × (1 − 2/4) = 1.3, is within (alpha, beta] =
-        // (1, 2], and it stays.
-        assert_eq!(&seen[..4], &[18, 17, 16, 14]);
-        assert_eq!(seen.iter().position(|&l| l == 2), Some(15));
-        assert!(seen[15..].iter().all(|&l| l == 2), "{seen:?}");
-        // From below: at 1 and 2 the queue (0, 1) is <= alpha: it grows to 3.
+        // From 20 the queue (19) is shed by at most half per sample: 10, 5, then 2.5
+        // (5 − 4 + 1, above half): there the queue, 2.5 × (1 − 2/4) = 1.25, is within
+        // [alpha, beta) = [1, 2), and it stays.
+        assert_eq!(&seen[..3], &[10, 5, 2]);
+        assert!(seen[2..].iter().all(|&l| l == 2), "{seen:?}");
+        // From below: at 1 the queue (0) is < alpha: 2; at 2 the queue (1) is not: it
+        // stays at 2 from this side too.
         let mut v = Vegas::new(1, 1, 1000);
         v.sample(ms(2), 1, 0, false);
         v.sample(ms(2), 1, 0, false);
         assert_eq!(v.limit(), 2);
         v.sample(ms(4), 2, 0, false);
-        assert_eq!(v.limit(), 3);
+        assert_eq!(v.limit(), 2);
+        // At 3 (a burst of growth elsewhere) the queue, 2, is beta: back to 2.
+        let mut v = Vegas::new(3, 1, 1000);
+        v.sample(ms(2), 1, 0, false);
         v.sample(ms(6), 3, 0, false);
-        assert_eq!(v.limit(), 3);
+        assert_eq!(v.limit(), 2);
     }
 
     #[test]
@@ -281,9 +298,10 @@ mod tests {
         v.sample(ms(2), 1, 0, false);
         assert_eq!(v.noload(), Some(ms(2)));
         // The cluster became slower for good: 5 ms alone, 5 ms × the limit in flight.
-        // Against the old floor of 2 ms the queue looks like 2.6 at 3 (> beta) and 1.6 at
-        // 2: the limit falls to 2 and stays, where the true queue (one) would let it grow —
-        // the cluster judged by a latency it no longer has, until the probe.
+        // Against the old floor of 2 ms the queue looks like 2.6 at 3 and 2.0 at 2 (both
+        // >= beta) and 0.9 at 1: the limit swings between 1 and 2, where the true queue
+        // (one, at 2) would hold it at 2 — the cluster judged by a latency it no longer
+        // has, until the probe.
         // (The first sample, 1 in flight of 3, was below half the limit: it did not count.)
         let mut samples = 0;
         while !v.probing() {
@@ -306,10 +324,18 @@ mod tests {
         assert!(!v.probing());
         assert_eq!(v.noload(), Some(ms(5)), "the lowest of the probe's samples");
         assert_eq!(v.limit, resume, "back to the limit before the probe");
-        // Judged by the new floor, 10 ms at a limit of 2 is a queue of one: it grows.
-        let before = v.limit();
-        v.sample(ms(5 * u64::from(before)), before, epoch, false);
-        assert_eq!(v.limit(), before + 1);
+        // Judged by the new floor, the limit settles at 2 and holds (10 ms at 2 is a queue
+        // of 1.25, within [alpha, beta)).
+        for _ in 0..10 {
+            let l = v.limit();
+            v.sample(ms(5 * u64::from(l)), l, epoch, false);
+        }
+        assert_eq!(v.limit(), 2);
+        let held = v.limit;
+        for _ in 0..10 {
+            v.sample(ms(10), 2, epoch, false);
+        }
+        assert_eq!(v.limit, held);
     }
 
     #[test]
