@@ -13,6 +13,10 @@
 # slow-node (node 0 answers 50 ms later), slow-recovers (for the first 20 s) and pause-300
 # (node 0 stalls 300 ms every 3 s);
 #
+# clients: searchwire, opensearch-go (its default round robin), opensearch-go-router (the same
+# peer with OPENSEARCH_GO_ROUTER=true: its opt-in router, which scores nodes by a probed RTT
+# bucket × requests in flight), go-elasticsearch; CLIENTS picks some;
+#
 # and prints one table: requests/s, p50/p99 latency, failed requests, server-side attempts per
 # request (requests the fake cluster received, health checks included, / requests the client
 # made), client CPU-seconds (getrusage user+system over the load, reported by each tool itself)
@@ -30,7 +34,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dur="${FOR:-10s}"
 conc="${CONCURRENCY:-8}"
 scenarios="${SCENARIOS:-steady one-down all-503 throttle-30}"
-clients="${CLIENTS:-searchwire opensearch-go go-elasticsearch}"
+clients="${CLIENTS:-searchwire opensearch-go opensearch-go-router go-elasticsearch}"
 rounds="${ROUNDS:-1}"
 work="$(mktemp -d)"
 fake_pid=""
@@ -62,6 +66,9 @@ run() {
     searchwire)
       "$target/searchwire" request GET / --url "$urls" --for "$dur" --concurrency "$conc" --json \
         >"$out.json" 2>"$out.err" || true ;;
+    opensearch-go-router)
+      OPENSEARCH_GO_ROUTER=true "$work/requestpeer" -client opensearch-go -urls "$urls" \
+        -for "$dur" -concurrency "$conc" >"$out.json" 2>"$out.err" || true ;;
     *)
       "$work/requestpeer" -client "$c" -urls "$urls" -for "$dur" -concurrency "$conc" \
         >"$out.json" 2>"$out.err" || true ;;
@@ -88,7 +95,7 @@ rest = sys.argv[5:]
 scenarios, clients = rest[:rest.index("--")], rest[rest.index("--") + 1:]
 print(f"closed loop, GET /, {conc} in flight, {dur} per run, 3-node fake cluster")
 head = ("scenario", "client", "req/s", "p50 ms", "p99 ms", "failed", "attempts/req", "CPU s", "req/CPU-s")
-fmt = "{:<12} {:<17} {:>9} {:>8} {:>8} {:>14} {:>12} {:>7} {:>10}"
+fmt = "{:<13} {:<20} {:>9} {:>8} {:>8} {:>14} {:>12} {:>7} {:>10}"
 print(fmt.format(*head))
 for s in scenarios:
     for c in clients:

@@ -258,16 +258,6 @@ pub struct RequestArgs {
     #[arg(long, help = breaker_help())]
     pub no_circuit_breaker: bool,
 
-    #[arg(
-        long,
-        value_name = "HOW",
-        value_parser = parse_selection,
-        help = "How each attempt's node is chosen: latency (two random choices over each \
-                node's latency estimate x attempts in flight) or round-robin (weighted, blind \
-                to latency); `searchwire explain selection` describes both [default: latency]"
-    )]
-    pub selection: Option<searchwire::Selection>,
-
     #[arg(long, help = adaptive_jitter_help())]
     pub no_adaptive_jitter: bool,
 
@@ -293,11 +283,6 @@ pub enum ExplainCommand {
     Defaults(DefaultsArgs),
     /// How each attempt's node is chosen: latency-aware (the default) and round robin.
     Selection,
-}
-
-/// `--selection`: `latency` or `round-robin`.
-fn parse_selection(s: &str) -> Result<searchwire::Selection, String> {
-    s.parse()
 }
 
 #[derive(Debug, Args)]

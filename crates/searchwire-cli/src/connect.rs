@@ -76,6 +76,21 @@ pub struct ConnectArgs {
                 AWS_PROFILE (default) of ~/.aws/credentials and ~/.aws/config"
     )]
     pub aws_sigv4: Option<String>,
+
+    #[arg(
+        long,
+        value_name = "HOW",
+        value_parser = parse_selection,
+        help = "How each attempt's node is chosen: latency (two random choices over each \
+                node's latency estimate x attempts in flight) or round-robin (weighted, blind \
+                to latency); `searchwire explain selection` describes both [default: latency]"
+    )]
+    pub selection: Option<searchwire::Selection>,
+}
+
+/// `--selection`: `latency` or `round-robin`.
+fn parse_selection(s: &str) -> Result<searchwire::Selection, String> {
+    s.parse()
 }
 
 /// How to authenticate, resolved from `--user`/`--password`/`SEARCHWIRE_PASSWORD`/`--bearer`.
@@ -85,10 +100,14 @@ pub enum Auth {
     Bearer(String),
 }
 
-/// A client builder for the cluster the connection flags name: URLs, credentials, CA.
+/// A client builder for the cluster the connection flags name: URLs, credentials, CA,
+/// node selection.
 /// Errors (an unreadable CA file) are configuration errors (exit 2).
 pub fn connect(conn: &ConnectArgs, auth: Auth) -> Result<searchwire::ClientBuilder, String> {
     let mut b = Client::builder().nodes(conn.urls.iter().map(|u| u.trim().to_string()));
+    if let Some(selection) = conn.selection {
+        b = b.selection(selection);
+    }
     match auth {
         Auth::None => {}
         Auth::Basic { user, password } => b = b.basic_auth(user, password),

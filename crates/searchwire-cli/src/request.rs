@@ -121,9 +121,6 @@ fn build_client(a: &RequestArgs, auth: Auth) -> Result<Client, String> {
     if a.adaptive_concurrency {
         b = b.adaptive_concurrency(searchwire::AdaptiveConcurrency::default());
     }
-    if let Some(selection) = a.selection {
-        b = b.selection(selection);
-    }
     b.build().map_err(|e| e.to_string())
 }
 

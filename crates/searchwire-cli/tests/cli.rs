@@ -756,6 +756,42 @@ async fn selection_round_robin_gives_every_node_its_share_and_a_bad_name_is_a_us
     );
 }
 
+/// `--selection` is a connection flag: every subcommand that talks to a cluster takes it
+/// (the value is checked by the same parser, so a bad name is the same usage error), and
+/// `request` above shows the shared client setup applies it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_subcommand_that_connects_takes_selection() {
+    let c = cluster(1).await;
+    let u = urls(&c);
+    for cmd in [
+        &["health"][..],
+        &["ingest"][..],
+        &["relay"][..],
+        &["queue", "deliver"][..],
+        &["request", "GET", "/"][..],
+    ] {
+        let mut args = cmd.to_vec();
+        args.extend(["--url", &u, "--selection", "fastest"]);
+        let out = run(&args).await;
+        assert_eq!(code(&out), 2, "{cmd:?}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("use latency or round-robin"),
+            "{cmd:?}: {}",
+            stderr(&out)
+        );
+    }
+    let out = run(&[
+        "health",
+        "--url",
+        &u,
+        "--selection",
+        "round-robin",
+        "--json",
+    ])
+    .await;
+    assert_eq!(code(&out), 0, "stderr: {}", stderr(&out));
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn explain_selection_describes_both() {
     let out = run(&["explain", "selection"]).await;

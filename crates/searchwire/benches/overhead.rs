@@ -21,6 +21,13 @@
 //! picks searchwire's node selection, to compare the two against the same bare client. `SW_BENCH_ONLY=bare` or `searchwire` runs one client alone
 //! (`SW_BENCH_ONLY_CONC`, `SW_BENCH_ONLY_REQS`) for `perf`/`strace`.
 //!
+//! Filter `paired-selection` runs, instead, latency-aware selection against round robin:
+//! two searchwire clients over the same three servers, alternating ABBA block by block, and
+//! prints per concurrency the median over block pairs of the client-thread CPU ratio
+//! (latency / round robin) and of the wall-time ratio (`PAIRED_SELECTION_C1`, default 20000
+//! requests; `PAIRED_SELECTION_C64`, default 400 rounds of 64). One node would not do: a
+//! pool of one node skips the choice.
+//!
 //! Run: `cargo bench -p searchwire --bench overhead -- --warm-up-time 1 --measurement-time 5 --sample-size 20`
 
 // Benchmarks measure wall-clock time, which the library itself must not read directly.
@@ -265,6 +272,108 @@ fn paired() {
     println!("(µs columns are per request: block wall or CPU time / requests in the block; medians over blocks)");
 }
 
+/// One block of `per_block` rounds of `conc` concurrent requests through `client`: its
+/// wall time and the client thread's CPU time.
+async fn sw_block(client: &Client, conc: usize, per_block: usize) -> (Duration, u64) {
+    let (t, c) = (std::time::Instant::now(), thread_cpu_ns());
+    for _ in 0..per_block {
+        join_all((0..conc).map(|_| sw_get(client))).await;
+    }
+    (t.elapsed(), thread_cpu_ns() - c)
+}
+
+/// Latency-aware selection against round robin, paired (see the module docs).
+fn paired_selection() {
+    let rounds_c1 = env_usize("PAIRED_SELECTION_C1", 20_000);
+    let rounds_c64 = env_usize("PAIRED_SELECTION_C64", 400);
+    let urls: Vec<String> = (0..3)
+        .map(|_| format!("http://{}", start_server()))
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let build = |selection: searchwire::Selection| {
+        Client::builder()
+            .nodes(urls.clone())
+            .selection(selection)
+            .read_environment(false)
+            .build()
+            .expect("searchwire client")
+    };
+    let latency = build(searchwire::Selection::LatencyAware);
+    let rr = build(searchwire::Selection::RoundRobin);
+    println!();
+    println!("paired selection: latency-aware (L) against round robin (R), 3 nodes, ABBA blocks");
+    println!(
+        "{:<5} {:>7} {:>6} | {:>9} {:>9} {:>11} | {:>9} {:>9} {:>11}",
+        "conc",
+        "reqs",
+        "pairs",
+        "R cpu µs",
+        "L cpu µs",
+        "L/R cpu",
+        "R wall µs",
+        "L wall µs",
+        "L/R wall"
+    );
+    rt.block_on(async {
+        join_all((0..64).map(|_| sw_get(&latency))).await;
+        join_all((0..64).map(|_| sw_get(&rr))).await;
+        for (conc, rounds, per_block) in [(1usize, rounds_c1, 100usize), (64, rounds_c64, 2)] {
+            if rounds == 0 {
+                continue;
+            }
+            let blocks = rounds.div_ceil(per_block);
+            let n = (per_block * conc) as f64;
+            // Per pair: (R cpu, L cpu, R wall, L wall) per request in µs.
+            let mut pairs = Vec::with_capacity(blocks);
+            for i in 0..blocks {
+                let (r, l) = if i % 2 == 0 {
+                    let r = sw_block(&rr, conc, per_block).await;
+                    (r, sw_block(&latency, conc, per_block).await)
+                } else {
+                    let l = sw_block(&latency, conc, per_block).await;
+                    (sw_block(&rr, conc, per_block).await, l)
+                };
+                pairs.push((
+                    r.1 as f64 / 1e3 / n,
+                    l.1 as f64 / 1e3 / n,
+                    r.0.as_secs_f64() * 1e6 / n,
+                    l.0.as_secs_f64() * 1e6 / n,
+                ));
+            }
+            let med = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let quartiles = |mut v: Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                (v[v.len() / 4], v[v.len() / 2], v[v.len() * 3 / 4])
+            };
+            let cpu = quartiles(pairs.iter().filter(|p| p.0 > 0.0).map(|p| p.1 / p.0).collect());
+            let wall = quartiles(pairs.iter().map(|p| p.3 / p.2).collect());
+            println!(
+                "{:<5} {:>7} {:>6} | {:>9.2} {:>9.2} {:>11} | {:>9.2} {:>9.2} {:>11}",
+                conc,
+                blocks * per_block * conc,
+                blocks,
+                med(pairs.iter().map(|p| p.0).collect()),
+                med(pairs.iter().map(|p| p.1).collect()),
+                format!("{:.3}", cpu.1),
+                med(pairs.iter().map(|p| p.2).collect()),
+                med(pairs.iter().map(|p| p.3).collect()),
+                format!("{:.3}", wall.1),
+            );
+            println!(
+                "      L/R per pair, quartiles: cpu {:.3} / {:.3} / {:.3}; wall {:.3} / {:.3} / {:.3}",
+                cpu.0, cpu.1, cpu.2, wall.0, wall.1, wall.2
+            );
+        }
+    });
+    println!("(ratios: the median over block pairs of latency-aware / round robin; goal: CPU within 3 %)");
+}
+
 /// CPU time consumed by the calling thread so far, in ns: `CLOCK_THREAD_CPUTIME_ID`, which
 /// the kernel brings up to date on every read (0 where it cannot be read).
 ///
@@ -321,11 +430,15 @@ fn main() {
         only(&side);
         return;
     }
+    let args: Vec<String> = std::env::args().collect();
+    if args.iter().any(|a| a == "paired-selection") {
+        paired_selection();
+        return;
+    }
     benches();
     Criterion::default().configure_from_args().final_summary();
     // Only under `cargo bench` (which passes --bench), not `cargo test --benches`, and
     // not when a filter selects only some criterion benchmarks.
-    let args: Vec<String> = std::env::args().collect();
     let filtered = args
         .iter()
         .skip(1)

@@ -256,7 +256,7 @@ pub const HEDGE_MAX_EXTRA: f64 = 0.05;
 
 /// The adaptive concurrency limit before anything was learned: 20 requests in flight
 /// (Netflix concurrency-limits' default). Low enough not to flood a small cluster before
-/// the first latencies arrive; Vegas grows it by 6 × log10(limit) per uncongested sample.
+/// the first latencies arrive; Vegas grows it by max(1, log10(limit)) per uncongested sample.
 pub const CONCURRENCY_INITIAL_LIMIT: u32 = 20;
 
 /// The adaptive concurrency limit's floor: 1. Even a cluster refusing everything gets one

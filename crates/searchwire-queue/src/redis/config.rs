@@ -48,7 +48,7 @@ pub const RECEIPT_TTL: Duration = Duration::from_secs(120);
 /// resend runs, and the error goes to the caller).
 pub const RESEND_WITHIN: Duration = Duration::from_secs(30);
 
-/// The most messages one [`RedisQueue::lease`] returns (Lua's `unpack` limit is ~8000).
+/// The most messages one [`RedisQueue::lease`](super::RedisQueue::lease) returns (Lua's `unpack` limit is ~8000).
 pub const MAX_LEASE: usize = 1000;
 
 /// Default [`ClusterConfig::shards`]: 8. The shard count is part of the data's layout (a

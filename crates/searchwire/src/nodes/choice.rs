@@ -24,6 +24,16 @@ use tokio::time::Instant;
 use crate::nodes::latency::MIN_ESTIMATE_NS;
 use crate::nodes::node::{node_key, PoolNode};
 
+/// Costs (per unit of weight) closer than this are a tie: 1 ms. Estimates of equally fast
+/// nodes differ by scheduling noise — a peak EWMA keeps each node's recent worst answer,
+/// which on a busy client is a few hundred microseconds to a few milliseconds above its
+/// typical one — and steering by that noise gave three equal nodes 40/33/27 % of the
+/// requests. Below 1 ms no user sees the difference; a node slower by more (a GC pause,
+/// a hot shard, a queue) is still avoided on every draw. A tie goes to the node with fewer
+/// attempts in flight, then to the first drawn (uniform), so equal nodes share evenly and
+/// a fast node that is busier still loses.
+pub(crate) const TIE_NS: u128 = 1_000_000;
+
 /// How the client picks the node for each attempt.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -56,7 +66,9 @@ impl Selection {
                  fails fast does not attract traffic. A new or resurrected node, or one that had \
                  no answer for one decay, starts from the median of the others: a slow node is \
                  tried again a few times per decay and a recovered one is back within it. \
-                 Untried nodes come before tried ones, nodes pausing after Retry-After or \
+                 Costs within 1ms of each other are a tie, won by the node with fewer \
+                 attempts in flight, then by either at random, so equally fast nodes share \
+                 evenly. Untried nodes come before tried ones, nodes pausing after Retry-After or \
                  stalled come last."
             }
             Selection::RoundRobin => {
@@ -126,6 +138,8 @@ struct Candidate {
     class: u8,
     /// Estimate (ns) × (attempts in flight + 1).
     cost: u128,
+    /// Attempts in flight on the node.
+    in_flight: u32,
     weight: u32,
 }
 
@@ -201,11 +215,12 @@ impl Choice {
             Some(e) => e,
             None => start_estimate(t, idx, now),
         };
-        let in_flight = u128::from(node.progress.in_flight()) + 1;
+        let in_flight = node.progress.in_flight();
         Some(Candidate {
             idx,
             class,
-            cost: u128::from(estimate) * in_flight,
+            cost: u128::from(estimate) * (u128::from(in_flight) + 1),
+            in_flight,
             weight: t.weights.get(idx).copied().unwrap_or(1).max(1),
         })
     }
@@ -214,6 +229,10 @@ impl Choice {
 /// A node without a fresh estimate starts from the median of the other live nodes'
 /// estimates (fresh or not), which it keeps until its own samples replace it; with no
 /// estimate anywhere (a client that has not had an answer yet) every node costs the same.
+/// With an even number of others the median is the mean of the middle two: taking the
+/// upper one (the slower of two others, with three nodes) started a restarted node as the
+/// most expensive, so it got less than its share until its own answers, which lower an
+/// estimate only at the decay's pace, brought it down.
 #[cold]
 fn start_estimate(t: Nodes<'_>, idx: usize, now: Instant) -> u64 {
     let mut others: Vec<u64> = t
@@ -223,27 +242,51 @@ fn start_estimate(t: Nodes<'_>, idx: usize, now: Instant) -> u64 {
         .filter(|(k, n)| *k != idx && n.is_alive())
         .filter_map(|(_, n)| n.latency.raw())
         .collect();
-    if others.is_empty() {
+    let Some(median) = median(&mut others) else {
         return MIN_ESTIMATE_NS;
-    }
-    let mid = others.len() / 2;
-    let (_, median, _) = others.select_nth_unstable(mid);
-    let median = *median;
+    };
     if let Some(node) = t.nodes.get(idx) {
         node.latency.set(median, now);
     }
     median
 }
 
-/// The better of two candidates: the lower class, then the lower cost per weight; `a` on a
-/// tie.
+/// The median of `v` (reordered): the middle value, or the mean of the middle two.
+fn median(v: &mut [u64]) -> Option<u64> {
+    if v.is_empty() {
+        return None;
+    }
+    let odd = v.len() % 2 == 1;
+    let mid = v.len() / 2;
+    let (lower, upper, _) = v.select_nth_unstable(mid);
+    let upper = *upper;
+    if odd {
+        return Some(upper);
+    }
+    // The largest of the lower half is the lower middle.
+    let below = lower.iter().copied().max().unwrap_or(upper);
+    Some(below / 2 + upper / 2 + (below % 2 + upper % 2) / 2)
+}
+
+/// The better of two candidates: the lower class, then the lower cost per weight — costs
+/// within [`TIE_NS`] of each other being a tie, which goes to the one with fewer attempts
+/// in flight, then to `a`.
 #[inline]
 fn better(a: Option<Candidate>, b: Option<Candidate>) -> Option<Candidate> {
     match (a, b) {
         (Some(a), Some(b)) => {
             let b_wins = b.class < a.class
-                || (b.class == a.class
-                    && b.cost * u128::from(a.weight) < a.cost * u128::from(b.weight));
+                || (b.class == a.class && {
+                    // Cost per weight, cross-multiplied: a.cost / a.weight against
+                    // b.cost / b.weight.
+                    let (wa, wb) = (u128::from(a.weight), u128::from(b.weight));
+                    let (ca, cb) = (a.cost * wb, b.cost * wa);
+                    if ca.abs_diff(cb) <= TIE_NS * wa * wb {
+                        b.in_flight < a.in_flight
+                    } else {
+                        cb < ca
+                    }
+                });
             Some(if b_wins { b } else { a })
         }
         (a, None) => a,

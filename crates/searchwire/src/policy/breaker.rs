@@ -256,6 +256,19 @@ impl Breaker {
         (st.state, change)
     }
 
+    /// When the breaker is open at `now` and its cool-down has not ended: the instant it
+    /// ends. `None` when closed, half-open, or due to half-open. Changes nothing (the
+    /// transition stays lazy: the first request after that instant makes it).
+    pub(crate) fn open_until(&self, now: Instant) -> Option<Instant> {
+        let st = lock(&self.st);
+        if st.state != BreakerState::Open {
+            return None;
+        }
+        st.opened_at
+            .checked_add(st.cool_down)
+            .filter(|&at| now < at)
+    }
+
     fn maybe_half_open(&self, st: &mut State, now: Instant) -> Option<Change> {
         if st.state == BreakerState::Open
             && st

@@ -11,30 +11,16 @@
 //! at once ([`ErrorKind::ConcurrencyLimited`](crate::ErrorKind::ConcurrencyLimited)),
 //! never reaching the cluster, and the requests admitted keep their latency.
 //!
-//! # The algorithm (TCP Vegas, as in Netflix's concurrency-limits `VegasLimit`)
+//! # The algorithm
 //!
-//! The limit estimates the cluster's queue from latency: with `rtt_noload` the lowest
-//! latency seen (the cluster not queueing) and `rtt` a request's latency, about
-//! `queue = ceil(limit × (1 − rtt_noload / rtt))` requests are waiting. With
-//! `step = max(1, log10(limit))`:
-//! - an overload signal (429, 502/503/504, an attempt timeout, the deadline) → `limit − step`;
-//! - fewer than half the limit in flight → unchanged (the client, not the cluster, is the
-//!   bound: nothing is learned about capacity);
-//! - `queue ≤ step` → `limit + 6·step` (no queue: grow fast);
-//! - `queue < 3·step` → `limit + step`;
-//! - `queue > 6·step` → `limit − step`;
-//! - otherwise unchanged;
-//!
-//! clamped to `[min_limit, max_limit]`. `rtt_noload` is re-measured every
-//! [`PROBE_EVERY`] × limit samples (the lowest latency of the next samples), so a cluster
-//! that became slower for good is not judged by a latency it no longer has.
-//!
-//! Vegas was chosen over Gradient2 because its steps are exact integers of a few
-//! comparisons — each is asserted in the tests — and over AIMD because it backs off on
-//! latency before the cluster starts refusing, which is the point of limiting a cluster
-//! that queues rather than rejects. Envoy's adaptive concurrency filter (a gradient over a
-//! sampled minimum latency) was the other model; it needs a periodic probe window that
-//! stops traffic, which a client library should not do.
+//! TCP Vegas on the requests' latency (`policy/vegas.rs`, whose module docs give the
+//! steps): the cluster's queue is estimated from how far a request's latency is above the
+//! no-load latency, and the limit grows while that queue is at most about one request and
+//! shrinks when it passes about two (both allowances × log10 of the limit), or on an
+//! overload signal. The no-load latency is re-measured by a probe that holds the limit at
+//! its minimum for a few requests, so a queue the client itself keeps up is never taken for
+//! the cluster's speed. Why this and not Gradient2 or Envoy's filter:
+//! `docs/architecture/transport.md`.
 
 use std::sync::Mutex;
 use std::time::Duration;
@@ -42,10 +28,8 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::policy::vegas::Vegas;
 use crate::sync::lock;
-
-/// `rtt_noload` is re-measured after this many samples per unit of the limit.
-pub const PROBE_EVERY: u64 = 30;
 
 /// The adaptive concurrency limit's settings (plain data; see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -94,75 +78,6 @@ impl AdaptiveConcurrency {
     }
 }
 
-/// The Vegas estimate (pure: samples in, limit out).
-#[derive(Debug)]
-pub(crate) struct Vegas {
-    limit: f64,
-    min: f64,
-    max: f64,
-    /// The lowest latency seen since the last probe (`None`: none yet).
-    rtt_noload: Option<Duration>,
-    /// Samples until `rtt_noload` is re-measured.
-    until_probe: u64,
-}
-
-impl Vegas {
-    pub(crate) fn new(cfg: &AdaptiveConcurrency) -> Vegas {
-        Vegas {
-            limit: f64::from(cfg.initial_limit),
-            min: f64::from(cfg.min_limit),
-            max: f64::from(cfg.max_limit),
-            rtt_noload: None,
-            until_probe: PROBE_EVERY * u64::from(cfg.initial_limit),
-        }
-    }
-
-    /// The current limit (whole requests).
-    pub(crate) fn limit(&self) -> u32 {
-        self.limit as u32
-    }
-
-    /// One finished request: its latency, the requests in flight when it started (itself
-    /// included) and whether it met an overload signal.
-    pub(crate) fn sample(&mut self, rtt: Duration, in_flight: u32, dropped: bool) {
-        self.until_probe = self.until_probe.saturating_sub(1);
-        if self.until_probe == 0 {
-            self.until_probe = PROBE_EVERY * u64::from(self.limit());
-            self.rtt_noload = None;
-        }
-        let rtt = rtt.max(Duration::from_micros(1));
-        let noload = match self.rtt_noload {
-            Some(n) if n <= rtt => n,
-            _ => {
-                self.rtt_noload = Some(rtt);
-                if !dropped {
-                    return;
-                }
-                rtt
-            }
-        };
-        let step = self.limit.log10().max(1.0);
-        let next = if dropped {
-            self.limit - step
-        } else if f64::from(in_flight) * 2.0 < self.limit {
-            return;
-        } else {
-            let ratio = noload.as_secs_f64() / rtt.as_secs_f64();
-            let queue = (self.limit * (1.0 - ratio)).ceil();
-            if queue <= step {
-                self.limit + 6.0 * step
-            } else if queue < 3.0 * step {
-                self.limit + step
-            } else if queue > 6.0 * step {
-                self.limit - step
-            } else {
-                return;
-            }
-        };
-        self.limit = next.clamp(self.min, self.max);
-    }
-}
-
 /// The live limit of one client: the estimate, the requests in flight, and the waiters.
 #[derive(Debug)]
 pub(crate) struct Limiter {
@@ -185,6 +100,8 @@ pub(crate) struct Permit<'a> {
     limiter: &'a Limiter,
     /// Requests in flight when it was admitted, itself included.
     in_flight: u32,
+    /// The estimate's epoch when it was admitted (see `Vegas::epoch`).
+    epoch: u64,
     done: bool,
 }
 
@@ -192,7 +109,7 @@ impl Limiter {
     pub(crate) fn new(cfg: AdaptiveConcurrency) -> Limiter {
         Limiter {
             state: Mutex::new(State {
-                vegas: Vegas::new(&cfg),
+                vegas: Vegas::new(cfg.initial_limit, cfg.min_limit, cfg.max_limit),
                 in_flight: 0,
             }),
             cfg,
@@ -214,6 +131,7 @@ impl Limiter {
             Some(Permit {
                 limiter: self,
                 in_flight: s.in_flight,
+                epoch: s.vegas.epoch(),
                 done: false,
             })
         } else {
@@ -255,13 +173,15 @@ impl Limiter {
         }
     }
 
-    fn release(&self, sample: Option<(Duration, u32, bool)>) -> Option<u32> {
+    /// Frees a slot; with the finished request's latency, its admission's in-flight count
+    /// and epoch, and its overload signal, teaches the estimate.
+    fn release(&self, sample: Option<(Duration, u32, u64, bool)>) -> Option<u32> {
         let changed = {
             let mut s = lock(&self.state);
             s.in_flight = s.in_flight.saturating_sub(1);
-            sample.and_then(|(rtt, in_flight, dropped)| {
+            sample.and_then(|(rtt, in_flight, epoch, dropped)| {
                 let before = s.vegas.limit();
-                s.vegas.sample(rtt, in_flight, dropped);
+                s.vegas.sample(rtt, in_flight, epoch, dropped);
                 let after = s.vegas.limit();
                 (after != before).then_some(after)
             })
@@ -276,7 +196,8 @@ impl Permit<'_> {
     /// the new limit when it changed.
     pub(crate) fn finish(mut self, rtt: Duration, dropped: bool) -> Option<u32> {
         self.done = true;
-        self.limiter.release(Some((rtt, self.in_flight, dropped)))
+        self.limiter
+            .release(Some((rtt, self.in_flight, self.epoch, dropped)))
     }
 }
 
@@ -292,83 +213,8 @@ impl Drop for Permit<'_> {
 mod tests {
     use super::*;
 
-    fn vegas(initial: u32) -> Vegas {
-        Vegas::new(&AdaptiveConcurrency {
-            initial_limit: initial,
-            min_limit: 1,
-            max_limit: 1000,
-            max_wait: Duration::ZERO,
-        })
-    }
-
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
-    }
-
-    #[test]
-    fn the_limit_steps_as_vegas_does() {
-        let mut v = vegas(100);
-        // The first sample only sets the no-load latency: 10 ms.
-        v.sample(ms(10), 100, false);
-        assert_eq!(v.limit(), 100);
-        // No queue (rtt = no-load): + 6 × log10(100) = +12.
-        v.sample(ms(10), 100, false);
-        assert_eq!(v.limit(), 112);
-        // Half the limit not in flight: nothing learned.
-        v.sample(ms(50), 55, false);
-        assert_eq!(v.limit(), 112);
-        // rtt 10.2 ms: queue = ceil(112 × (1 − 10/10.2)) = 3, between log10 (2.05) and
-        // 3 × log10 (6.15): + log10(112) → 114.05.
-        v.sample(Duration::from_micros(10_200), 112, false);
-        assert_eq!(v.limit(), 114);
-        // rtt 20 ms: queue = ceil(114.05 / 2) = 58 > 6 × log10: − log10(114.05) → 111.99.
-        v.sample(ms(20), 114, false);
-        assert_eq!(v.limit(), 111);
-        // A queue between 3 × and 6 × the step: unchanged. 111.99 × (1 − 10/11) = 10.2 → 11.
-        v.sample(ms(11), 112, false);
-        assert_eq!(v.limit(), 111);
-        // An overload signal: − log10, whatever the latency: 111.99 − 2.05 = 109.94.
-        v.sample(ms(10), 112, true);
-        assert_eq!(v.limit(), 109);
-    }
-
-    #[test]
-    fn the_limit_stays_within_its_bounds() {
-        let mut v = Vegas::new(&AdaptiveConcurrency {
-            initial_limit: 4,
-            min_limit: 2,
-            max_limit: 10,
-            max_wait: Duration::ZERO,
-        });
-        v.sample(ms(10), 4, false);
-        for _ in 0..10 {
-            v.sample(ms(10), 10, false);
-        }
-        assert_eq!(v.limit(), 10);
-        for _ in 0..20 {
-            v.sample(ms(10), 10, true);
-        }
-        assert_eq!(v.limit(), 2, "each drop takes max(1, log10) = 1");
-    }
-
-    #[test]
-    fn the_no_load_latency_is_measured_again_after_a_probe_interval() {
-        let mut v = vegas(1);
-        v.sample(ms(10), 1, false);
-        // From now on every request takes 100 ms: with limit 1 the queue estimate is 1,
-        // which is <= the step (1): the limit grows by 6; then the queue it estimates
-        // holds it near 6-7 until the probe interval (30 samples at limit 1) ends.
-        let mut limits = Vec::new();
-        for _ in 0..PROBE_EVERY {
-            v.sample(ms(100), 1000, false);
-            limits.push(v.limit());
-        }
-        assert_eq!(limits[0], 7);
-        assert_eq!(
-            v.rtt_noload,
-            Some(ms(100)),
-            "re-measured: 100 ms is the new floor"
-        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -396,5 +242,41 @@ mod tests {
         assert_eq!(t0.elapsed(), ms(30));
         drop(got);
         assert_eq!(l.snapshot(), (1, 0), "a dropped permit frees its slot");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_permit_admitted_before_a_probe_teaches_the_probe_nothing() {
+        let l = Limiter::new(AdaptiveConcurrency {
+            initial_limit: 2,
+            min_limit: 1,
+            max_limit: 2,
+            max_wait: Duration::ZERO,
+        });
+        // Fast answers at the maximum until the probe: 100 × the initial limit of 2 samples.
+        let mut old = None;
+        for i in 0..crate::policy::vegas::PROBE_EVERY * 2 {
+            let a = l.acquire(None).await.unwrap();
+            if i == 0 {
+                // Held across the probe's start: admitted in epoch 0.
+                old = Some(l.acquire(None).await.unwrap());
+            }
+            a.finish(ms(2), false);
+        }
+        assert_eq!(
+            l.snapshot(),
+            (1, 1),
+            "probing: the minimum, the old permit in flight"
+        );
+        if let Some(p) = old {
+            p.finish(ms(1), false);
+        }
+        // Five requests of the probe end it; the old permit's 1 ms was not taken.
+        for _ in 0..crate::policy::vegas::PROBE_SAMPLES {
+            let p = l.acquire(None).await.unwrap();
+            p.finish(ms(3), false);
+        }
+        assert_eq!(l.snapshot(), (2, 0), "back to the limit before the probe");
+        let s = lock(&l.state);
+        assert_eq!(s.vegas.noload(), Some(ms(3)));
     }
 }

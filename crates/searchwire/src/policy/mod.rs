@@ -12,4 +12,5 @@ pub mod load;
 pub(crate) mod plan;
 pub mod retry;
 pub mod schedule;
+pub(crate) mod vegas;
 pub(crate) mod window;

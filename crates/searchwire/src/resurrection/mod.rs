@@ -5,6 +5,12 @@
 //! failures; failure adds one and reschedules. The task holds only a weak reference to the
 //! client and a shutdown receiver, so it ends as soon as the client is dropped, and it
 //! stops when discovery removes the node or user traffic revived it first.
+//!
+//! While the cluster breaker is open, a due check waits for the breaker's cool-down to
+//! end: no request goes out before then whatever the check finds, and in a full outage
+//! (every node dead, checks every 500 ms) the checks would otherwise be most of what the
+//! client sends to a cluster it has stopped sending to. When the cool-down ends, the
+//! checks and the breaker's probes find out together whether the cluster is back.
 
 use std::sync::{Arc, Weak};
 
@@ -58,6 +64,18 @@ async fn run(
         if !inner.pool.contains(&node) {
             return;
         }
+        let open_until = inner
+            .breaker
+            .as_ref()
+            .and_then(|b| b.open_until(Instant::now()));
+        if let Some(until) = open_until {
+            drop(inner);
+            tokio::select! {
+                _ = tokio::time::sleep_until(until) => {}
+                _ = shutdown.changed() => return,
+            }
+            continue;
+        }
         if node.is_alive() {
             if finish(&node) {
                 running.disarm();
@@ -89,3 +107,6 @@ fn finish(node: &PoolNode) -> bool {
         false
     }
 }
+
+#[cfg(test)]
+mod tests;

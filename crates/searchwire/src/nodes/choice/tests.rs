@@ -79,27 +79,93 @@ async fn the_same_seed_picks_the_same_nodes() {
 #[tokio::test(start_paused = true)]
 async fn attempts_in_flight_multiply_the_cost() {
     let now = Instant::now();
-    // 1 ms with 3 in flight costs 4; 2 ms idle costs 2.
-    let ns = nodes(&[Some(1), Some(2)], now);
+    // 10 ms with 3 in flight costs 40; 20 ms idle costs 20.
+    let ns = nodes(&[Some(10), Some(20)], now);
     for _ in 0..3 {
         ns[0].progress.started(now);
     }
     let c = Choice::new(Selection::LatencyAware, DECAY, 1);
     assert_eq!(counts(&c, &ns, &[1, 1], 100), vec![0, 100]);
-    // Two of them end: 1 ms × 2 = 2 ms, a tie broken by the draw order; one more: 1 ms wins.
+    // Two of them end: 10 ms × 2 = 20 ms, a tie, which goes to the node with fewer in
+    // flight; one more: 10 ms wins.
     ns[0].progress.left();
     ns[0].progress.left();
-    let tie = counts(&c, &ns, &[1, 1], 1_000);
-    assert!(tie[0] > 350 && tie[1] > 350, "{tie:?}");
+    assert_eq!(counts(&c, &ns, &[1, 1], 100), vec![0, 100]);
     ns[0].progress.left();
     assert_eq!(counts(&c, &ns, &[1, 1], 100), vec![100, 0]);
 }
 
 #[tokio::test(start_paused = true)]
+async fn costs_within_the_tie_band_share_evenly() {
+    let now = Instant::now();
+    // Three equally fast nodes whose estimates differ by noise: 0.3, 0.9 and 1.2 ms.
+    let ns: Vec<_> = [300_000u64, 900_000, 1_200_000]
+        .iter()
+        .enumerate()
+        .map(|(i, ns)| {
+            let n = node(i as u16 + 1);
+            n.latency.set(*ns, now);
+            n
+        })
+        .collect();
+    let c = Choice::new(Selection::LatencyAware, DECAY, 21);
+    let got = counts(&c, &ns, &[1, 1, 1], 3_000);
+    for share in &got {
+        assert!((900..1_100).contains(share), "{got:?}");
+    }
+    // 1.2 ms against 0.3 ms plus the band (1 ms) and one more nanosecond: no longer a tie.
+    ns[2].latency.set(1_300_001, now);
+    let got = counts(&c, &ns, &[1, 1, 1], 3_000);
+    assert!(got[2] < 1_100 && got[0] > 1_100, "{got:?}");
+    // The boundary itself: a difference of exactly the band is a tie.
+    let a = Candidate {
+        idx: 0,
+        class: 0,
+        cost: 1_000_000,
+        in_flight: 1,
+        weight: 1,
+    };
+    let b = Candidate {
+        idx: 1,
+        cost: 2_000_000,
+        in_flight: 0,
+        ..a
+    };
+    assert_eq!(
+        better(Some(a), Some(b)).map(|c| c.idx),
+        Some(1),
+        "tie: fewer in flight"
+    );
+    let b = Candidate {
+        cost: 2_000_001,
+        ..b
+    };
+    assert_eq!(
+        better(Some(a), Some(b)).map(|c| c.idx),
+        Some(0),
+        "cheaper by more"
+    );
+}
+
+#[test]
+fn the_median_of_an_even_count_is_the_mean_of_the_middle_two() {
+    assert_eq!(median(&mut []), None);
+    assert_eq!(median(&mut [7]), Some(7));
+    assert_eq!(median(&mut [9, 1, 5]), Some(5));
+    assert_eq!(median(&mut [3, 1]), Some(2));
+    assert_eq!(
+        median(&mut [10, 1, 40, 3]),
+        Some(6),
+        "(3 + 10) / 2, rounded down"
+    );
+    assert_eq!(median(&mut [u64::MAX, u64::MAX]), Some(u64::MAX));
+}
+
+#[tokio::test(start_paused = true)]
 async fn weights_divide_the_cost() {
     let now = Instant::now();
-    // 2 ms at weight 1 against 4 ms at weight 3 (1.33 ms per weight): the heavier node wins.
-    let ns = nodes(&[Some(2), Some(4)], now);
+    // 20 ms at weight 1 against 40 ms at weight 3 (13.3 ms per weight): the heavier wins.
+    let ns = nodes(&[Some(20), Some(40)], now);
     let c = Choice::new(Selection::LatencyAware, DECAY, 3);
     assert_eq!(counts(&c, &ns, &[1, 3], 100), vec![0, 100]);
     assert_eq!(counts(&c, &ns, &[1, 1], 100), vec![100, 0]);

@@ -80,18 +80,21 @@ async fn the_limit_grows_without_queueing_and_shrinks_on_overload() {
     });
     let lim = || cl.inner.limit.as_ref().unwrap().snapshot().0;
     // The first request sets the no-load latency (10 ms); the second sees no queue with
-    // the whole limit (1) in flight: + 6 × max(1, log10 1) = 7.
+    // the whole limit (1) in flight: + max(1, log10 1) = 2; the third, alone again with
+    // the limit at 2, is half of it: no queue, 3.
     cl.send(Request::get("/")).await.unwrap();
     assert_eq!(lim(), 1);
     cl.send(Request::get("/")).await.unwrap();
-    assert_eq!(lim(), 7);
-    // One at a time is less than half of 7: the client is the bound, nothing is learned.
+    assert_eq!(lim(), 2);
     cl.send(Request::get("/")).await.unwrap();
-    assert_eq!(lim(), 7);
-    // A 503 is an overload signal: − max(1, log10 7) = −1 each.
+    assert_eq!(lim(), 3);
+    // One at a time is less than half of 3: the client is the bound, nothing is learned.
+    cl.send(Request::get("/")).await.unwrap();
+    assert_eq!(lim(), 3);
+    // A 503 is an overload signal: − max(1, log10 3) = −1 each, down to the floor.
     c.default_step(1, Step::Status(503));
     for _ in 0..3 {
         let _ = cl.send(Request::get("/")).await;
     }
-    assert_eq!(lim(), 4);
+    assert_eq!(lim(), 1);
 }
