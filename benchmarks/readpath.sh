@@ -3,6 +3,7 @@
 # cluster's load model (3 nodes, searchwire-fake's `fake_cluster` example, one core), each
 # run side by side with the same load without the feature:
 #
+#   healthy          3 nodes, no fault: the all-healthy latency the pause runs compare with
 #   pause-300        node 0 stops for 300 ms every 3 s; `_search` at RATE/s from CONCURRENCY
 #                    callers, without and with `--hedge` (p95), with the default latency-aware
 #                    selection and with `--selection round-robin`
@@ -22,7 +23,7 @@
 #   FOR=15s RATE=150 CONCURRENCY=8 CAPACITY=1 benchmarks/readpath.sh
 #
 # Needs cargo and python3; builds the release CLI and the fake cluster. Takes about
-# 8 runs × FOR plus the builds.
+# 9 runs × FOR plus the builds.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 dur="${FOR:-15s}"
@@ -67,6 +68,7 @@ run() {
 }
 
 over_rate=$(( 2 * over_nodes * 1000 * capacity ))
+run healthy steady "" -- --rate "$rate" --concurrency "$conc"
 run pause-300 pause-300 "" -- --rate "$rate" --concurrency "$conc"
 run pause-300-hedge pause-300 "" -- --rate "$rate" --concurrency "$conc" --hedge
 run pause-300-rr pause-300 "" -- --rate "$rate" --concurrency "$conc" --selection round-robin
@@ -87,7 +89,7 @@ print(f"FOR={dur}; pause/503 runs: 3 nodes, RATE={rate}/s, CONCURRENCY={conc}; c
       f"overload offered {over_rate}/s from {over_conc} callers")
 print("| run | offered | ok | goodput/s | p50 ms (ok) | p99 ms (ok) | max ms (ok) | cluster attempts / offered |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for name in ["pause-300", "pause-300-hedge", "pause-300-rr", "pause-300-rr-hedge",
+for name in ["healthy", "pause-300", "pause-300-hedge", "pause-300-rr", "pause-300-rr-hedge",
              "all-503-hedge", "unloaded", "overload", "overload-limit"]:
     s = json.loads(open(f"{work}/{name}.json").read().strip().splitlines()[-1])
     fake = json.loads(open(f"{work}/{name}.fake").read().strip().splitlines()[-1])
