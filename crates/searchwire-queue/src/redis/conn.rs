@@ -53,3 +53,41 @@ pub(super) fn is_master(role: &Value) -> bool {
         _ => false,
     }
 }
+
+/// Connects to `named`, the primary that `asked` (a Sentinel or a Cluster node, `HOST:PORT`)
+/// names, with the credentials of `info`, and keeps the connection only once the server
+/// answers `ROLE` with `master` (a Sentinel or a slot map may still name a demoted node).
+/// Returns the connection and the primary's address, or why it is not usable, naming both.
+pub(super) async fn connect_primary(
+    info: &ConnectionInfo,
+    asked: &str,
+    named: (String, u16),
+) -> Result<(ConnectionManager, String), String> {
+    let shown = format!("{}:{}", named.0, named.1);
+    let mut primary = info.clone();
+    primary.addr = ConnectionAddr::Tcp(named.0, named.1);
+    let mut conn = manager(primary, 0)
+        .await
+        .map_err(|e| format!("{asked} names {shown}, which does not answer: {e}"))?;
+    match redis::cmd("ROLE").query_async::<Value>(&mut conn).await {
+        Ok(role) if is_master(&role) => Ok((conn, shown)),
+        Ok(_) => Err(format!(
+            "{asked} names {shown}, which is not a primary (a failover is under way)"
+        )),
+        Err(e) => Err(format!("{asked} names {shown}; its ROLE failed: {e}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn role_answers_are_read() {
+        let master = Value::Array(vec![Value::BulkString(b"master".to_vec()), Value::Int(1)]);
+        let replica = Value::Array(vec![Value::BulkString(b"slave".to_vec())]);
+        assert!(is_master(&master));
+        assert!(!is_master(&replica));
+        assert!(!is_master(&Value::Nil));
+    }
+}

@@ -18,14 +18,14 @@
 //! `CLUSTERDOWN`, `READONLY` and connection errors mark it stale.
 
 use redis::aio::ConnectionManager;
-use redis::{ConnectionAddr, ConnectionInfo, Value};
+use redis::ConnectionInfo;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use super::cluster::SlotRoute;
 use super::config::{SentinelConfig, CONNECT_TIMEOUT, RECONNECT_TRIES};
-use super::conn::{is_master, manager, show};
+use super::conn::{connect_primary, manager, show};
 use crate::error::{Error, ErrorKind, Result};
 
 /// How a link that follows failovers finds its primary.
@@ -289,24 +289,9 @@ async fn resolve(
                 continue;
             }
         };
-        let mut primary = info.clone();
-        primary.addr = ConnectionAddr::Tcp(named.0.clone(), named.1);
-        let shown = format!("{}:{}", named.0, named.1);
-        let mut conn = match manager(primary, 0).await {
-            Ok(c) => c,
-            Err(e) => {
-                why.push(format!(
-                    "{host}:{port} names {shown}, which does not answer: {e}"
-                ));
-                continue;
-            }
-        };
-        match redis::cmd("ROLE").query_async::<Value>(&mut conn).await {
-            Ok(role) if is_master(&role) => return Ok((conn, shown)),
-            Ok(_) => why.push(format!(
-                "{host}:{port} names {shown}, which is not a primary (a failover is under way)"
-            )),
-            Err(e) => why.push(format!("{host}:{port} names {shown}; its ROLE failed: {e}")),
+        match connect_primary(info, &format!("{host}:{port}"), named).await {
+            Ok(found) => return Ok(found),
+            Err(e) => why.push(e),
         }
     }
     Err(Error::new(
@@ -400,14 +385,5 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("master name"));
-    }
-
-    #[test]
-    fn role_answers_are_read() {
-        let master = Value::Array(vec![Value::BulkString(b"master".to_vec()), Value::Int(1)]);
-        let replica = Value::Array(vec![Value::BulkString(b"slave".to_vec())]);
-        assert!(is_master(&master));
-        assert!(!is_master(&replica));
-        assert!(!is_master(&Value::Nil));
     }
 }

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use super::slots::{parse_redirect, slot_owner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::redis::config::CONNECT_TIMEOUT;
-use crate::redis::conn::{is_master, manager};
+use crate::redis::conn::connect_primary;
 
 /// Where one slot's primary is found.
 pub(in crate::redis) struct SlotRoute {
@@ -83,24 +83,9 @@ impl SlotRoute {
                     continue;
                 }
             };
-            let mut primary = info.clone();
-            primary.addr = ConnectionAddr::Tcp(named.0.clone(), named.1);
-            let shown = format!("{}:{}", named.0, named.1);
-            let mut conn = match manager(primary, 0).await {
-                Ok(c) => c,
-                Err(e) => {
-                    why.push(format!(
-                        "{host}:{port} names {shown}, which does not answer: {e}"
-                    ));
-                    continue;
-                }
-            };
-            match redis::cmd("ROLE").query_async::<Value>(&mut conn).await {
-                Ok(role) if is_master(&role) => return Ok((conn, shown)),
-                Ok(_) => why.push(format!(
-                    "{host}:{port} names {shown}, which is not a primary (a failover is under way)"
-                )),
-                Err(e) => why.push(format!("{host}:{port} names {shown}; its ROLE failed: {e}")),
+            match connect_primary(info, &format!("{host}:{port}"), named).await {
+                Ok(found) => return Ok(found),
+                Err(e) => why.push(e),
             }
         }
         Err(Error::new(
