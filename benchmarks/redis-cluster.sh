@@ -23,6 +23,7 @@ configs="${1:-1x64,100x8}" n="${2:-3000}" runs="${3:-3}"
 export SEARCHWIRE_REDIS_DIR="${SEARCHWIRE_REDIS_DIR:-$PWD/.redis/bench-cluster}"
 cleanup() {
   scripts/redis cluster-stop || true
+  SEARCHWIRE_REDIS_DIR="$SEARCHWIRE_REDIS_DIR/replica" scripts/redis stop || true
   scripts/redis stop || true
 }
 trap cleanup EXIT
@@ -30,6 +31,12 @@ trap cleanup EXIT
 cargo bench -p searchwire-queue --bench throughput --no-run
 single="$(scripts/redis start)"
 single_pid="$(cat "$SEARCHWIRE_REDIS_DIR/pid")"
+# A replica of the one server (a second redis-server following it, like each Cluster
+# primary's one replica): the baseline that does the same replicated work as the Cluster.
+replica="$(SEARCHWIRE_REDIS_DIR="$SEARCHWIRE_REDIS_DIR/replica" scripts/redis start)"
+replica_pid="$(cat "$SEARCHWIRE_REDIS_DIR/replica/pid")"
+single_port="${single##*:}"
+redis-cli -p "${replica##*:}" replicaof 127.0.0.1 "$single_port" >/dev/null
 lines="$(scripts/redis cluster-start)"
 nodes="$(awk '$1 == "cluster" {print $2}' <<<"$lines")"
 primaries="$(awk '$1 == "primary" {print $3}' <<<"$lines" | paste -sd,)"
@@ -46,6 +53,17 @@ bench() { # NAME PIDS [CLUSTER [SHARDS]]
     QUEUE_BENCH_RUNS="$runs" QUEUE_BENCH_SERVER_PIDS="$2" QUEUE_BENCH_CLUSTER="${3:-}" \
     SEARCHWIRE_TEST_REDIS="$single" cargo bench -p searchwire-queue --bench throughput
 }
+wait_sync() { # wait until the replica reports its link up
+  for _ in $(seq 1 100); do
+    redis-cli -p "${replica##*:}" info replication | grep -q '^master_link_status:up' && return 0
+    sleep 0.1
+  done
+  echo "redis-cluster.sh: the one server's replica did not sync" >&2; exit 1
+}
+wait_sync
+bench "one server with its replica, CPU of the one server" "$single_pid"
+bench "one server with its replica, CPU of both" "$single_pid,$replica_pid"
+redis-cli -p "${replica##*:}" replicaof no one >/dev/null
 bench "one server" "$single_pid"
 bench "Cluster, CPU of the 3 primaries" "$primaries" "$nodes"
 bench "Cluster, CPU of all 6 nodes" "$every" "$nodes"

@@ -10,6 +10,7 @@
 //!   QUEUE_BENCH_PIPELINE=1 ...   # the consumer acks batch k while it leases batch k+1
 //!   QUEUE_BENCH_BACKENDS=redis ...  # only this backend (embedded, redis; default both)
 //!   QUEUE_BENCH_SMALL=0 ...         # Redis: RedisConfig::small_append (0: no one-call appends)
+//!   QUEUE_BENCH_GROUP=0 ...         # Redis: RedisConfig::group_commit off (each append its own call)
 //!   QUEUE_BENCH_MIN_REPLICAS=1 ...  # Redis: RedisConfig::min_replicas (every append and lease
 //!                                   # confirmed by WAIT; point SEARCHWIRE_TEST_REDIS at a primary
 //!                                   # with replicas, e.g. of scripts/redis sentinel-start)
@@ -370,12 +371,23 @@ fn main() {
         // sync per message; from 64 tasks, what group commit recovers; bigger batches, what a
         // bulk indexer handing over whole failed bulks gets.
         let all = [(1, 1), (1, 64), (10, 64), (100, 8), (1000, 1), (1000, 4)];
-        // QUEUE_BENCH_CONFIGS=1000x1,1000x4 runs only those (for profiling one of them).
+        // QUEUE_BENCH_CONFIGS=1000x1,100x64 runs those instead (any BATCHxTASKS).
         let only = std::env::var("QUEUE_BENCH_CONFIGS").unwrap_or_default();
-        let configs: Vec<(usize, usize)> = all
-            .into_iter()
-            .filter(|(b, c)| only.is_empty() || only.split(',').any(|o| o == format!("{b}x{c}")))
-            .collect();
+        let configs: Vec<(usize, usize)> = if only.is_empty() {
+            all.to_vec()
+        } else {
+            only.split(',')
+                .map(|o| {
+                    let (b, c) = o
+                        .split_once('x')
+                        .expect("QUEUE_BENCH_CONFIGS: BATCHxTASKS,...");
+                    (
+                        b.parse().expect("a batch size"),
+                        c.parse().expect("a task count"),
+                    )
+                })
+                .collect()
+        };
         header();
         let target = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
         let backends = std::env::var("QUEUE_BENCH_BACKENDS").unwrap_or_default();
@@ -407,6 +419,7 @@ fn main() {
                 let mut c = RedisConfig::cluster(cc);
                 c.stream = format!("bench-{}-{batch}-{conc}", std::process::id());
                 c.small_append = env_usize("QUEUE_BENCH_SMALL", c.small_append);
+                c.group_commit = std::env::var("QUEUE_BENCH_GROUP").as_deref() != Ok("0");
                 c.min_replicas = env_usize("QUEUE_BENCH_MIN_REPLICAS", 0);
                 let shards = c.cluster.as_ref().map_or(0, |c| c.shards);
                 let name = match c.min_replicas {
@@ -429,6 +442,7 @@ fn main() {
                     }
                     c.stream = format!("bench-{}-{batch}-{conc}", std::process::id());
                     c.small_append = env_usize("QUEUE_BENCH_SMALL", c.small_append);
+                    c.group_commit = std::env::var("QUEUE_BENCH_GROUP").as_deref() != Ok("0");
                     c.min_replicas = env_usize("QUEUE_BENCH_MIN_REPLICAS", 0);
                     let via = if c.sentinel.is_some() {
                         "redis-sentinel"

@@ -171,3 +171,59 @@ async fn a_one_call_append_reloads_the_scripts_redis_lost() {
         .collect();
     assert_eq!(leased, ["one", "two", "three"]);
 }
+
+fn redis_queue(q: &Queue) -> &searchwire_queue::RedisQueue {
+    match q {
+        Queue::Redis(r) => r,
+        other => panic!("not a Redis queue: {other:?}"),
+    }
+}
+
+/// Group commit: 64 callers append at once; on a current-thread runtime every one is
+/// waiting before the first call's answer is read, so the first goes alone and the other
+/// 63 share the second call. Each gets its own id, and a payload two callers append in the
+/// same call is stored once: the later one is answered as a duplicate of the earlier.
+#[tokio::test(flavor = "current_thread")]
+async fn concurrent_appends_share_one_call_and_each_caller_gets_its_own_answer() {
+    let Some(ctx) = Ctx::new(Backend::RedisOneCall).await else {
+        return;
+    };
+    let q = ctx.q().clone();
+    let before = redis_queue(&q).append_calls();
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let q = q.clone();
+            // Callers 62 and 63 append the same payload.
+            let payload = if i == 63 {
+                "p62".to_owned()
+            } else {
+                format!("p{i}")
+            };
+            tokio::spawn(async move { q.append(vec![m(&payload)]).await.unwrap() })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for t in tasks {
+        let a = t.await.unwrap();
+        assert_eq!(a.len(), 1);
+        answers.push(a[0]);
+    }
+    assert_eq!(redis_queue(&q).append_calls() - before, 2);
+    let new: std::collections::HashSet<MessageId> = answers[..63]
+        .iter()
+        .map(|a| match a {
+            Appended::New(id) => *id,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(new.len(), 63);
+    assert_eq!(answers[63], Appended::Duplicate(answers[62].id()));
+    let leased = q.lease(100).await.unwrap();
+    assert_eq!(leased.len(), 63);
+    for l in &leased {
+        let i: usize = std::str::from_utf8(&l.message.payload).unwrap()[1..]
+            .parse()
+            .unwrap();
+        assert_eq!(l.id(), answers[i].id(), "p{i}");
+    }
+}

@@ -82,6 +82,10 @@ async fn shards_deduplicate_exactly_keep_order_per_shard_page_and_lease_fairly()
     let q = connect(seeds, &stream, QueueOptions::default()).await;
     let cq = cluster_queue(&q);
     assert_eq!(cq.shards(), DEFAULT_SHARDS);
+    // The shards one primary serves share one connection to it.
+    let serving: HashSet<String> = cq.primaries().into_iter().collect();
+    assert_eq!(cq.primary_connections(), serving.len());
+    assert!(serving.len() < cq.shards(), "{serving:?}");
     let n = 400;
     let payload = |i: usize| format!("doc-{i}");
     let batch = |range: std::ops::Range<usize>| {

@@ -123,6 +123,10 @@ pub struct RedisConfig {
     /// [`MAX_LEASE`] is used. Default [`DEFAULT_SMALL_APPEND`]. Both paths store the same
     /// keys and values.
     pub small_append: usize,
+    /// Send the appends of concurrent callers as one call (a group commit; see "Group
+    /// commit" in the module documentation): the server's fixed cost per call is paid once
+    /// for all of them. Default `true`; `false` sends each append as its own call.
+    pub group_commit: bool,
     /// Find the primary through these Sentinels instead of at `url`'s address (`url` then
     /// gives only the credentials and database). See "Sentinel" in the module
     /// documentation.
@@ -151,6 +155,7 @@ impl RedisConfig {
             group: DEFAULT_GROUP.to_owned(),
             chunk: DEFAULT_CHUNK,
             small_append: DEFAULT_SMALL_APPEND,
+            group_commit: true,
             sentinel: None,
             cluster: None,
             min_replicas: 0,
@@ -188,6 +193,7 @@ impl std::fmt::Debug for RedisConfig {
             .field("group", &self.group)
             .field("chunk", &self.chunk)
             .field("small_append", &self.small_append)
+            .field("group_commit", &self.group_commit)
             .field("sentinel", &self.sentinel)
             .field("cluster", &self.cluster)
             .field("min_replicas", &self.min_replicas)

@@ -169,6 +169,17 @@ impl Link {
         self.inner.resolver.is_some()
     }
 
+    /// Whether an append or lease ends with `ROLE` (a Sentinel link): a Sentinel demotes a
+    /// primary with `REPLICAOF`, sent on another connection, so the server that ran the
+    /// writes is asked in the same pipeline whether it still is the primary. A Cluster link
+    /// does not need it: a Cluster node runs a command on a slot's keys only while it is that
+    /// slot's primary and answers `MOVED` otherwise, so a replica never runs the queue's
+    /// writes, and a manual failover (`CLUSTER FAILOVER`) promotes the replica only after it
+    /// has every write the primary acknowledged.
+    pub fn checks_role(&self) -> bool {
+        matches!(self.inner.resolver, Some(Resolver::Sentinel(..)))
+    }
+
     /// The address commands go to now.
     pub fn addr(&self) -> String {
         self.current().addr

@@ -147,6 +147,15 @@
 //! `min-replicas-max-lag`) as well: then a primary cut off from its replicas refuses writes
 //! itself instead of accepting ones no client will count.
 //!
+//! # Group commit
+//!
+//! With [`RedisConfig::group_commit`] (the default) the appends of concurrent callers are
+//! sent as one call: a caller that finds no append in flight sends its batch with the ones
+//! waiting beside it (whole, oldest first, up to [`RedisConfig::chunk`] messages), and each
+//! caller gets its own answers; see `group.rs`. Redis's cost per call — the script or
+//! transaction, the AOF write and sync of its event-loop pass, a `WAIT` — is then paid once
+//! for all of them. [`RedisQueue::append_calls`] counts the calls sent.
+//!
 //! # Migration
 //!
 //! [`RedisQueue::connect`] brings a queue left by layout 1 to layout 2 with one script
@@ -166,15 +175,17 @@
 //! every key of its layout shares that hash tag and one slot, and its scripts and
 //! transactions run as on one server. A payload's shard comes from its hash (exact
 //! de-duplication); an id keeps its shard in its low 8 bits; each shard has its own link to
-//! the primary of its slot (`CLUSTER SLOTS`, `ROLE` checked), resolved again after `MOVED`,
-//! `ASK`, `CLUSTERDOWN`, `READONLY` or a connection error, with receipts and the `ROLE` tail
-//! as on a Sentinel link. Delivery order holds per shard only; leases take from every shard
+//! the primary of its slot (`CLUSTER SLOTS`, `ROLE` checked; the shards of one primary share
+//! one connection to it), resolved again after `MOVED`, `ASK`, `CLUSTERDOWN`, `READONLY` or a
+//! connection error, with receipts as on a Sentinel link but without the `ROLE` tail (a
+//! Cluster node refuses a slot's writes with `MOVED` unless it is that slot's primary). Delivery order holds per shard only; leases take from every shard
 //! in turn. See `docs/architecture/queue.md`, "The Redis queue on a Redis Cluster".
 
 mod append_scripts;
 mod cluster;
 mod config;
 mod conn;
+mod group;
 mod keys;
 mod link;
 mod read;
@@ -213,6 +224,8 @@ pub struct RedisQueue {
     scripts: Arc<Scripts>,
     keys: Arc<Keys>,
     config: Arc<RedisConfig>,
+    /// The appends waiting for a group-commit call (shared by clones).
+    group: Arc<group::Group>,
 }
 
 impl std::fmt::Debug for RedisQueue {
@@ -326,6 +339,7 @@ impl RedisQueue {
             link,
             scripts: Arc::new(scripts),
             config: Arc::new(config),
+            group: Arc::default(),
         };
         let mut inv = queue.invocation(&queue.scripts.migrate);
         inv.arg(queue.now().as_millis())

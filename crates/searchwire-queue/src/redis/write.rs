@@ -119,16 +119,32 @@ impl RedisQueue {
     /// `store_new`.
     ///
     /// With [`RedisConfig::min_replicas`](super::RedisConfig::min_replicas) above 0 it
-    /// returns only once that many replicas confirmed the writes, and on a Sentinel or Cluster link only
+    /// returns only once that many replicas confirmed the writes, and on a Sentinel link only
     /// once the server that ran them still answered `ROLE` with `master` after them (see
     /// "Replicated appends" in the module documentation). On a Sentinel or Cluster link an append that failed because the primary
     /// moved is sent once more to the new one: a payload the first try stored is then found
     /// queued ([`Appended::Duplicate`]), so nothing is stored twice.
+    ///
+    /// With [`RedisConfig::group_commit`](super::RedisConfig::group_commit) (the default),
+    /// the batches of concurrent callers are sent as one call (`group.rs`).
     pub async fn append(&self, batch: Vec<NewMessage>) -> Result<Vec<Appended>> {
         crate::check_batch(&batch)?;
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        if self.config.group_commit && batch.len() < self.config.chunk {
+            self.append_grouped(batch).await
+        } else {
+            self.append_call(batch).await
+        }
+    }
+
+    /// One append call (the batch checked and not empty), sent once more if the primary
+    /// moved under it.
+    pub(super) async fn append_call(&self, batch: Vec<NewMessage>) -> Result<Vec<Appended>> {
+        self.group
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Only a link that follows failovers (Sentinel, Cluster) sends an append again, so
         // only there it leaves a receipt.
         let receipt = self.link.follows_failover().then(receipt_token);
@@ -232,7 +248,7 @@ impl RedisQueue {
 
     /// Adds to an append's pipeline, after its writes (never inside a `MULTI` or a script,
     /// where `WAIT` does not block), `WAIT min_replicas timeout` when replicas are required
-    /// and `ROLE` on a Sentinel or Cluster link. Both travel in the same pipeline as the writes, so on
+    /// and `ROLE` on a Sentinel link (see `Link::checks_role`). Both travel in the same pipeline as the writes, so on
     /// the same connection: a reconnect in between cannot make a `WAIT` on a fresh
     /// connection (which has written nothing, so waits for nothing) confirm them. Returns
     /// how many answers they add.
@@ -244,7 +260,7 @@ impl RedisQueue {
                 .arg(self.config.replica_timeout.as_millis().max(1) as u64);
             n += 1;
         }
-        if self.link.follows_failover() {
+        if self.link.checks_role() {
             pipe.cmd("ROLE");
             n += 1;
         }
@@ -280,7 +296,7 @@ impl RedisQueue {
                 ));
             }
         }
-        if self.link.follows_failover() {
+        if self.link.checks_role() {
             match tail.next() {
                 Some(role) if super::conn::is_master(role) => {}
                 _ => {

@@ -5,15 +5,73 @@
 //! primary of its slot, found here: the node a `MOVED`/`ASK` named last, then the seeds in
 //! turn, are asked `CLUSTER SLOTS`; the primary it names is accepted only once it answers
 //! `ROLE` with `master` (the slot map of a node may lag a failover by a moment).
+//!
+//! The shards whose slots one primary serves share one connection to it ([`Primaries`]):
+//! the connection is multiplexed (a pipeline is written whole, so the shards' `MULTI`/`EXEC`
+//! blocks never interleave), and one connection per primary lets the server read the
+//! concurrent calls of all its shards in one pass, as one server reads them from the
+//! single-server queue's one connection. Eight connections over three primaries cost those
+//! servers about a third more CPU per message (see docs/benchmarks.md, "Redis queue: on a
+//! Redis Cluster").
 
 use redis::aio::ConnectionManager;
 use redis::{ConnectionAddr, ConnectionInfo, Value};
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use super::slots::{parse_redirect, slot_owner};
 use crate::error::{Error, ErrorKind, Result};
 use crate::redis::config::CONNECT_TIMEOUT;
-use crate::redis::conn::connect_primary;
+use crate::redis::conn::{connect_primary, is_master};
+
+/// The connections to the Cluster's primaries, by address, shared by the routes of one
+/// queue's shards. Cheap to clone.
+#[derive(Clone, Default)]
+pub(in crate::redis) struct Primaries {
+    by_addr: Arc<Mutex<HashMap<String, ConnectionManager>>>,
+}
+
+impl Primaries {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, ConnectionManager>> {
+        match self.by_addr.lock() {
+            Ok(m) => m,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// A connection to `named`, the primary that `asked` names: the shared one if there is
+    /// one and the server still answers `ROLE` with `master` on it, else a new one (checked
+    /// the same way by `connect_primary`), which the other shards then share.
+    async fn connect(
+        &self,
+        info: &ConnectionInfo,
+        asked: &str,
+        named: (String, u16),
+    ) -> std::result::Result<(ConnectionManager, String), String> {
+        let shown = format!("{}:{}", named.0, named.1);
+        let shared = self.lock().get(&shown).cloned();
+        if let Some(mut conn) = shared {
+            let role = redis::cmd("ROLE").query_async::<Value>(&mut conn).await;
+            if matches!(&role, Ok(r) if is_master(r)) {
+                return Ok((conn, shown));
+            }
+            // A former primary, or a connection that no longer answers: the next shard to
+            // resolve connects anew.
+            self.lock().remove(&shown);
+        }
+        let (conn, addr) = connect_primary(info, asked, named).await?;
+        // Another shard may have connected meanwhile: keep one connection per primary.
+        let conn = self.lock().entry(addr.clone()).or_insert(conn).clone();
+        Ok((conn, addr))
+    }
+
+    /// How many primaries have a connection. A former primary's stays until a shard
+    /// resolves to that address again (and finds it no longer a primary): an idle
+    /// connection manager costs nothing and reconnects only when used.
+    pub fn count(&self) -> usize {
+        self.lock().len()
+    }
+}
 
 /// Where one slot's primary is found.
 pub(in crate::redis) struct SlotRoute {
@@ -21,15 +79,18 @@ pub(in crate::redis) struct SlotRoute {
     slot: u16,
     /// The node a `MOVED`/`ASK` for this slot named last: asked first.
     hint: Mutex<Option<(String, u16)>>,
+    primaries: Primaries,
 }
 
 impl SlotRoute {
-    /// The primary of `slot`, found through `seeds`.
-    pub fn new(seeds: Vec<(String, u16)>, slot: u16) -> Self {
+    /// The primary of `slot`, found through `seeds`, its connection shared through
+    /// `primaries` with the other shards it serves.
+    pub fn new(seeds: Vec<(String, u16)>, slot: u16, primaries: Primaries) -> Self {
         SlotRoute {
             seeds,
             slot,
             hint: Mutex::new(None),
+            primaries,
         }
     }
 
@@ -83,7 +144,11 @@ impl SlotRoute {
                     continue;
                 }
             };
-            match connect_primary(info, &format!("{host}:{port}"), named).await {
+            match self
+                .primaries
+                .connect(info, &format!("{host}:{port}"), named)
+                .await
+            {
                 Ok(found) => return Ok(found),
                 Err(e) => why.push(e),
             }

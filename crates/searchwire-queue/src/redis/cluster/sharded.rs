@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::ids::{global, local_after, shard_of, split};
-use super::route::SlotRoute;
+use super::route::{Primaries, SlotRoute};
 use super::slots::key_slot;
 use crate::error::{Error, ErrorKind, Result};
 use crate::message::{
@@ -23,6 +23,8 @@ use crate::{QueueOptions, Timestamp};
 #[derive(Clone)]
 pub struct RedisClusterQueue {
     shards: Arc<Vec<RedisQueue>>,
+    /// The connections to the primaries, shared by the shards each serves.
+    primaries: Primaries,
     /// Where the next lease round starts (round robin over the shards).
     next: Arc<AtomicUsize>,
     options: QueueOptions,
@@ -110,11 +112,16 @@ impl RedisClusterQueue {
                 "a Redis Cluster has only database 0: remove the /DB from the URL",
             ));
         }
+        let primaries = Primaries::default();
         let opened = join_all((0..cluster.shards).map(|k| {
             let mut shard = config.clone();
             shard.cluster = None;
             shard.stream = format!("{{{}:{k}}}", config.stream);
-            let route = SlotRoute::new(seeds.clone(), key_slot(shard.stream.as_bytes()));
+            let route = SlotRoute::new(
+                seeds.clone(),
+                key_slot(shard.stream.as_bytes()),
+                primaries.clone(),
+            );
             let info = info.clone();
             async move {
                 let link = Link::cluster(info, route).await?;
@@ -126,6 +133,7 @@ impl RedisClusterQueue {
         check_shard_count(&shards[0], &config.stream, shards.len()).await?;
         Ok(RedisClusterQueue {
             shards: Arc::new(shards),
+            primaries,
             next: Arc::new(AtomicUsize::new(0)),
             options: config.options,
         })
@@ -148,6 +156,7 @@ impl RedisClusterQueue {
         Ok(RedisClusterQueue {
             options: self.options.clone().consumer(consumer),
             shards: Arc::new(shards),
+            primaries: self.primaries.clone(),
             next: self.next.clone(),
         })
     }
@@ -170,6 +179,18 @@ impl RedisClusterQueue {
     /// Per shard, the address (`host:port`) of the primary its commands go to now.
     pub fn primaries(&self) -> Vec<String> {
         self.shards.iter().map(RedisQueue::primary).collect()
+    }
+
+    /// How many connections the queue holds to Cluster primaries: one per primary, shared
+    /// by the shards it serves (see `cluster/route.rs`), so fewer than the shards when a
+    /// primary serves several.
+    pub fn primary_connections(&self) -> usize {
+        self.primaries.count()
+    }
+
+    /// How many append calls the shards have sent (see [`RedisQueue::append_calls`]).
+    pub fn append_calls(&self) -> u64 {
+        self.shards.iter().map(RedisQueue::append_calls).sum()
     }
 
     fn shard(&self, id: MessageId) -> Result<(&RedisQueue, MessageId)> {
