@@ -161,14 +161,14 @@ fn interrupted() -> Error {
 }
 
 impl RedisQueue {
-    /// Appends `batch` (checked and not empty) through the queue's group commit: see the
-    /// [module documentation](self).
     /// How many append calls this queue (with its clones) has sent to Redis: with group
     /// commit fewer than the appends made when callers append concurrently.
     pub fn append_calls(&self) -> u64 {
         self.group.calls.load(std::sync::atomic::Ordering::Relaxed)
     }
 
+    /// Appends `batch` (checked and not empty) through the queue's group commit: see the
+    /// module documentation.
     pub(super) async fn append_grouped(&self, batch: Vec<NewMessage>) -> Result<Vec<Appended>> {
         self.group
             .submit(batch, self.config.chunk, |all| {
