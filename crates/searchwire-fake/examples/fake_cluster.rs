@@ -17,6 +17,9 @@
 //!   base).
 //! - `slow-recovers`: node 0 is 50 ms slower for the first 20 s, then as fast as the others.
 //! - `pause-300`: node 0 stops the world for 300 ms every 3 s (GC-like [`Pauses`]).
+//! - `spread`: a healthy cluster whose latencies spread as searches' do: every node takes a
+//!   log-normal 10 ms median (sigma 0.5: p99 about 32 ms) for every request, each request
+//!   on its own (no capacity bound: nothing queues).
 //!
 //! `--capacity K` gives every node a capacity of K requests at once (the rest queue) and a
 //! 1 ms service time, so a load past 1,000 × K requests/s per node builds latency.
@@ -32,14 +35,18 @@ use std::sync::Arc;
 
 use std::time::Duration;
 
-use searchwire_fake::{Behavior, FakeCluster, Handler, Load, Match, Pauses};
+use searchwire_fake::{Behavior, FakeCluster, Handler, Latency, Load, Match, Pauses};
 
-const USAGE: &str = "usage: fake_cluster [--nodes N] [--capacity K] steady|one-down|all-503|throttle-30|slow-node|slow-recovers|pause-300";
+const USAGE: &str = "usage: fake_cluster [--nodes N] [--capacity K] steady|one-down|all-503|throttle-30|slow-node|slow-recovers|pause-300|spread";
 
 /// How much slower the slow node of `slow-node` and `slow-recovers` is.
 const SLOW_BY: Duration = Duration::from_millis(50);
 /// How long `slow-recovers` keeps node 0 slow.
 const SLOW_FOR: Duration = Duration::from_secs(20);
+/// The median latency of `spread`.
+const SPREAD_MEDIAN: Duration = Duration::from_millis(10);
+/// The log-normal sigma of `spread`.
+const SPREAD_SIGMA: f64 = 0.5;
 
 fn main() {
     let mut nodes = 3usize;
@@ -57,7 +64,7 @@ fn main() {
                 _ => fail("--capacity needs a number of requests served at once, at least 1"),
             },
             "steady" | "one-down" | "all-503" | "throttle-30" | "slow-node" | "slow-recovers"
-            | "pause-300"
+            | "pause-300" | "spread"
                 if scenario.is_none() =>
             {
                 scenario = Some(a);
@@ -129,6 +136,18 @@ async fn serve(n: usize, capacity: Option<usize>, scenario: &str) {
             Duration::from_secs(3),
             Duration::from_millis(300),
         ))),
+        "spread" => {
+            for (i, node) in cluster.nodes().iter().enumerate() {
+                node.set_load(
+                    base.clone()
+                        .latency(Latency::LogNormal {
+                            median: SPREAD_MEDIAN,
+                            sigma: SPREAD_SIGMA,
+                        })
+                        .seed(i as u64 + 1),
+                );
+            }
+        }
         _ => {}
     }
     println!("{}", cluster.urls().join(","));

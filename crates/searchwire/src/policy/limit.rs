@@ -14,12 +14,14 @@
 //! # The algorithm
 //!
 //! TCP Vegas on the requests' latency (`policy/vegas.rs`, whose module docs give the
-//! steps): the cluster's queue is estimated from how far a request's latency is above the
-//! no-load latency, and the limit grows while that queue is at most about one request and
-//! shrinks when it passes about two (both allowances × log10 of the limit), or on an
-//! overload signal. The no-load latency is re-measured by a probe that holds the limit at
-//! its minimum for a few requests, so a queue the client itself keeps up is never taken for
-//! the cluster's speed. Why this and not Gradient2 or Envoy's filter:
+//! steps): the cluster's queue is estimated from how far the latency of the requests that
+//! finished lately (an average over about one round trip) is above the no-load latency, and
+//! the limit grows while that queue is under a third of a request and shrinks when it passes
+//! one and a third (both allowances × log10 of the limit), or on an overload signal. The
+//! no-load latency is the mean latency of a probe that holds the limit at its minimum for a
+//! few requests — at the start and now and then — so neither a queue the client itself
+//! keeps up nor the ordinary spread of a cluster's latencies is taken for its speed. Why
+//! this and not Gradient2 or Envoy's filter:
 //! `docs/architecture/transport.md`.
 
 use std::sync::Mutex;
@@ -252,7 +254,14 @@ mod tests {
             max_limit: 2,
             max_wait: Duration::ZERO,
         });
-        // Fast answers at the maximum until the probe: 100 × the initial limit of 2 samples.
+        // The probe the limit starts with: five requests alone, 2 ms each.
+        for _ in 0..crate::policy::vegas::PROBE_SAMPLES {
+            let p = l.acquire(None).await.unwrap();
+            p.finish(ms(2), false);
+        }
+        assert_eq!(l.snapshot(), (2, 0));
+        // Fast answers at the maximum until the next probe: PROBE_EVERY × the limit of 2
+        // samples.
         let mut old = None;
         for i in 0..crate::policy::vegas::PROBE_EVERY * 2 {
             let a = l.acquire(None).await.unwrap();
@@ -270,7 +279,8 @@ mod tests {
         if let Some(p) = old {
             p.finish(ms(1), false);
         }
-        // Five requests of the probe end it; the old permit's 1 ms was not taken.
+        // Five requests of the probe end it with their mean; the old permit's 1 ms was not
+        // taken.
         for _ in 0..crate::policy::vegas::PROBE_SAMPLES {
             let p = l.acquire(None).await.unwrap();
             p.finish(ms(3), false);

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::policy::vegas::PROBE_SAMPLES;
 use crate::testing::{client, ms, Scripted, Step};
-use crate::{AdaptiveConcurrency, ErrorKind, Request};
+use crate::{AdaptiveConcurrency, Client, ErrorKind, Request};
 
 fn after(d: u64, status: u16) -> Step {
     Step::After(ms(d), Box::new(Step::Status(status)))
@@ -22,6 +23,35 @@ fn limit(initial: u32, max: u32, wait: Duration) -> AdaptiveConcurrency {
     }
 }
 
+/// Ends the probe the limit starts with: `PROBE_SAMPLES` requests, one at a time.
+async fn probe_at_start(cl: &Client) {
+    for _ in 0..PROBE_SAMPLES {
+        cl.send(Request::get("/")).await.unwrap();
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_limit_starts_with_a_probe_at_its_minimum() {
+    let c = Scripted::default();
+    c.default_step(1, after(100, 200));
+    let cl = client(1, &c, |b| {
+        b.adaptive_concurrency(limit(2, 2, Duration::ZERO))
+    });
+    let lim = || cl.inner.limit.as_ref().unwrap().snapshot().0;
+    assert_eq!(
+        lim(),
+        1,
+        "the minimum, until five requests have been answered"
+    );
+    let (a, b) = tokio::join!(cl.send(Request::get("/a")), cl.send(Request::get("/b")));
+    assert!(a.is_ok());
+    assert_eq!(b.unwrap_err().kind(), ErrorKind::ConcurrencyLimited);
+    for _ in 1..PROBE_SAMPLES {
+        cl.send(Request::get("/")).await.unwrap();
+    }
+    assert_eq!(lim(), 2, "the initial limit, once the probe has ended");
+}
+
 #[tokio::test(start_paused = true)]
 async fn over_the_limit_a_request_fails_at_once_and_is_not_sent() {
     let c = Scripted::default();
@@ -29,6 +59,7 @@ async fn over_the_limit_a_request_fails_at_once_and_is_not_sent() {
     let cl = client(1, &c, |b| {
         b.adaptive_concurrency(limit(2, 2, Duration::ZERO))
     });
+    probe_at_start(&cl).await;
     let t0 = Instant::now();
     let (a, b, third) = tokio::join!(
         cl.send(Request::get("/a")),
@@ -45,7 +76,11 @@ async fn over_the_limit_a_request_fails_at_once_and_is_not_sent() {
     );
     assert!(e.attempts().is_empty());
     assert!(e.is_retryable());
-    assert_eq!(c.log().len(), 2, "the refused request was not sent");
+    assert_eq!(
+        c.log().len(),
+        PROBE_SAMPLES as usize + 2,
+        "the refused request was not sent"
+    );
     assert_eq!(t0.elapsed(), ms(100));
 }
 
@@ -79,10 +114,10 @@ async fn the_limit_grows_without_queueing_and_shrinks_on_overload() {
             .max_retries(0)
     });
     let lim = || cl.inner.limit.as_ref().unwrap().snapshot().0;
-    // The first request sets the no-load latency (10 ms); the second sees no queue with
-    // the whole limit (1) in flight: + max(1, log10 1) = 2; the third, alone again with
-    // the limit at 2, is half of it: no queue, 3.
-    cl.send(Request::get("/")).await.unwrap();
+    // The probe it starts with sets the no-load latency (10 ms); the next request sees no
+    // queue with the whole limit (1) in flight: + max(1, log10 1) = 2; the one after it,
+    // alone again with the limit at 2, is half of it: no queue, 3.
+    probe_at_start(&cl).await;
     assert_eq!(lim(), 1);
     cl.send(Request::get("/")).await.unwrap();
     assert_eq!(lim(), 2);
