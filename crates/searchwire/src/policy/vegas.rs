@@ -181,6 +181,11 @@ impl Vegas {
         limit.log10().max(1.0)
     }
 
+    /// `limit` one step down (an overload signal), within `[min, max]`.
+    fn stepped_down(limit: f64, min: f64, max: f64) -> f64 {
+        (limit - Self::step(limit)).clamp(min, max)
+    }
+
     /// One finished request: its latency, the requests in flight when it was admitted
     /// (itself included), the epoch it was admitted in, and whether it met an overload
     /// signal.
@@ -188,7 +193,7 @@ impl Vegas {
         let rtt = rtt.max(Duration::from_micros(1));
         if let Some(p) = self.probe.as_mut() {
             if dropped {
-                p.resume = (p.resume - Self::step(p.resume)).clamp(self.min, self.max);
+                p.resume = Self::stepped_down(p.resume, self.min, self.max);
             }
             if epoch != self.epoch {
                 return;
@@ -214,8 +219,10 @@ impl Vegas {
             return;
         }
         // Only samples of a client at its limit count toward a probe: below it nothing is
-        // refused, and a probe would refuse requests that the limit never needed to.
-        if dropped || f64::from(in_flight) * 2.0 >= self.limit {
+        // refused, and a probe would refuse requests that the limit never needed to. Below
+        // half the limit the client, not the cluster, is the bound: nothing is learned.
+        let at_limit = f64::from(in_flight) * 2.0 >= self.limit;
+        if dropped || at_limit {
             self.until_probe = self.until_probe.saturating_sub(1);
         }
         if self.until_probe == 0 {
@@ -226,17 +233,17 @@ impl Vegas {
             self.probe = Some(Probe::resuming(self.limit));
             return;
         }
-        let step = Self::step(self.limit);
         if dropped {
-            self.limit = (self.limit - step).clamp(self.min, self.max);
+            self.limit = Self::stepped_down(self.limit, self.min, self.max);
+            return;
+        }
+        if !at_limit {
             return;
         }
         let Some(noload) = self.rtt_noload else {
             return;
         };
-        if f64::from(in_flight) * 2.0 < self.limit {
-            return;
-        }
+        let step = Self::step(self.limit);
         let rtt = rtt.as_secs_f64();
         let weight = 1.0 / self.limit.max(AVERAGE_SAMPLES);
         let average = self.rtt_average.map_or(rtt, |a| a + (rtt - a) * weight);
