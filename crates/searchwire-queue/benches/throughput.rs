@@ -24,6 +24,9 @@
 //!   QUEUE_BENCH_SERVER_PIDS=P,P ... # Redis: `server µs/msg` is these redis-servers' CPU
 //!                                   # (utime + stime of /proc/PID/stat, summed) instead of
 //!                                   # INFO cpu of one server: every node of a Cluster
+//!   QUEUE_BENCH_SERVER_PIDS_ALSO=P,P ... # Redis: a last column `also µs/msg`, the same for
+//!                                   # these redis-servers, measured in the same runs (a
+//!                                   # Cluster's primaries and all its nodes at once)
 //!   QUEUE_BENCH_OPEN=200000 ...     # also: how long an embedded open takes with this backlog
 //!   QUEUE_BENCH_FAIL=20000 ...      # also: embedded lease + reschedule, lease + dead-letter
 //!
@@ -48,6 +51,7 @@ struct Run {
     syncs: u64,
     cpu_s: f64,
     server_cpu_s: f64,
+    also_cpu_s: f64,
 }
 
 /// This process's CPU seconds (user + system, all threads).
@@ -68,6 +72,17 @@ fn pid_cpu(pid: &str) -> f64 {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     (ticks(11) + ticks(12)) / 100.0
+}
+
+/// The summed CPU seconds of `QUEUE_BENCH_SERVER_PIDS_ALSO`, 0 if not set.
+fn also_cpu() -> f64 {
+    std::env::var("QUEUE_BENCH_SERVER_PIDS_ALSO")
+        .map(|pids| pids.split(',').filter(|p| !p.is_empty()).map(pid_cpu).sum())
+        .unwrap_or(0.0)
+}
+
+fn also_measured() -> bool {
+    std::env::var("QUEUE_BENCH_SERVER_PIDS_ALSO").is_ok_and(|p| !p.is_empty())
 }
 
 /// redis-server's CPU seconds (`INFO cpu`, or the summed `QUEUE_BENCH_SERVER_PIDS`), 0 for
@@ -116,7 +131,7 @@ fn payload(run: usize, i: usize) -> Vec<u8> {
 
 async fn one_run(q: &Queue, n: usize, batch: usize, conc: usize, run: usize) -> Run {
     let commits_before = commits(q);
-    let (cpu_before, server_before) = (process_cpu(), server_cpu(q).await);
+    let (cpu_before, server_before, also_before) = (process_cpu(), server_cpu(q).await, also_cpu());
     let start = Instant::now();
     let per_task = n / conc;
     let mut tasks = Vec::new();
@@ -174,6 +189,7 @@ async fn one_run(q: &Queue, n: usize, batch: usize, conc: usize, run: usize) -> 
         syncs: commits(q) - commits_before,
         cpu_s: process_cpu() - cpu_before,
         server_cpu_s: server_cpu(q).await - server_before,
+        also_cpu_s: also_cpu() - also_before,
     }
 }
 
@@ -201,6 +217,7 @@ async fn bench(name: &str, q: &Queue, n: usize, batch: usize, conc: usize, runs:
     let mut syncs = Vec::new();
     let mut cpu = Vec::new();
     let mut server = Vec::new();
+    let mut also = Vec::new();
     for r in 0..runs {
         let run = one_run(q, n, batch, conc, r).await;
         let total = (n / conc * conc) as f64;
@@ -210,6 +227,7 @@ async fn bench(name: &str, q: &Queue, n: usize, batch: usize, conc: usize, runs:
         syncs.push(run.syncs as f64);
         cpu.push(run.cpu_s * 1e6 / total);
         server.push(run.server_cpu_s * 1e6 / total);
+        also.push(run.also_cpu_s * 1e6 / total);
     }
     let sync_col = if matches!(q, Queue::Embedded(_)) {
         let s = median(syncs);
@@ -222,8 +240,13 @@ async fn bench(name: &str, q: &Queue, n: usize, batch: usize, conc: usize, runs:
     } else {
         format!("{:>14}", "-")
     };
+    let also_col = if also_measured() {
+        format!(" {:>14.1}", median(also))
+    } else {
+        String::new()
+    };
     println!(
-        "{name:<9} {batch:>6} {conc:>5} {n:>7} {:>14.0} {:>12.0} {:>12.0} {sync_col} {:>11.1} {server_col}",
+        "{name:<9} {batch:>6} {conc:>5} {n:>7} {:>14.0} {:>12.0} {:>12.0} {sync_col} {:>11.1} {server_col}{also_col}",
         median(rates),
         median(appends),
         median(acks),
@@ -232,7 +255,7 @@ async fn bench(name: &str, q: &Queue, n: usize, batch: usize, conc: usize, runs:
 }
 
 fn header() {
-    println!(
+    let mut line = format!(
         "{:<9} {:>6} {:>5} {:>7} {:>14} {:>12} {:>12} {:>8} {:>10} {:>11} {:>14}",
         "backend",
         "batch",
@@ -246,6 +269,10 @@ fn header() {
         "cpu µs/msg",
         "server µs/msg"
     );
+    if also_measured() {
+        line.push_str(&format!(" {:>14}", "also µs/msg"));
+    }
+    println!("{line}");
 }
 
 /// How long opening an embedded queue takes with `backlog` messages queued (1 KB each, a

@@ -148,10 +148,22 @@ async fn shards_deduplicate_exactly_keep_order_per_shard_page_and_lease_fairly()
     assert_eq!(per_shard.len(), DEFAULT_SHARDS, "every shard holds some");
     let smallest = per_shard.values().map(Vec::len).min().unwrap();
     assert!(smallest >= 20, "{smallest}");
-    // Fair: 80 leases from 8 shards that all have more are 10 from each, and each shard's
-    // are its first 10 in its delivery order.
-    let leased = q.lease(80).await.unwrap();
-    assert_eq!(leased.len(), 80);
+    // Fair over calls: each call leases from the shards of one primary (the starting
+    // shard's), and the start goes round the shards, so 8 calls of 16 from 8 shards that
+    // all have more are 16 from each, and each shard's are its first 16 in its delivery
+    // order.
+    let mut leased = Vec::new();
+    for _ in 0..DEFAULT_SHARDS {
+        let call = q.lease(16).await.unwrap();
+        assert_eq!(call.len(), 16);
+        // One primary's shards only: its acks go to that primary alone.
+        let from: HashSet<String> = call
+            .iter()
+            .map(|l| cq.primaries()[RedisClusterQueue::shard_of_id(l.id())].clone())
+            .collect();
+        assert_eq!(from.len(), 1, "{from:?}");
+        leased.extend(call);
+    }
     let mut got: BTreeMap<usize, Vec<MessageId>> = BTreeMap::new();
     for l in &leased {
         got.entry(RedisClusterQueue::shard_of_id(l.id()))
@@ -159,12 +171,12 @@ async fn shards_deduplicate_exactly_keep_order_per_shard_page_and_lease_fairly()
             .push(l.id());
     }
     for (k, expected) in &per_shard {
-        let first: Vec<MessageId> = expected[..10].iter().map(|p| p.1).collect();
+        let first: Vec<MessageId> = expected[..16].iter().map(|p| p.1).collect();
         assert_eq!(got.get(k), Some(&first), "shard {k}");
     }
     // A lease larger than what is left takes everything, from every shard.
     let rest = q.lease(1000).await.unwrap();
-    assert_eq!(rest.len(), n - 80);
+    assert_eq!(rest.len(), n - leased.len());
     assert!(q.lease(10).await.unwrap().is_empty());
     // Dead letters page by id across shards too.
     for l in rest.iter().take(30) {
@@ -189,6 +201,58 @@ async fn shards_deduplicate_exactly_keep_order_per_shard_page_and_lease_fairly()
         q.purge(&searchwire_queue::Selection::All).await.unwrap(),
         30
     );
+}
+
+/// Group commit per primary: 64 callers append one message each at once. On a
+/// current-thread runtime every one is waiting before the first call's answer is read, so
+/// on each primary the first caller goes alone and the others share a second round, which
+/// sends one call for each shard that primary serves, all at once on its connection:
+/// 2 rounds per primary, and calls = primaries + shards (per-shard group commit made 2
+/// calls per shard). Each caller gets its own id, and a payload two callers append in the
+/// same round is stored once.
+#[tokio::test(flavor = "current_thread")]
+async fn concurrent_appends_go_out_in_one_round_per_primary() {
+    let Some(seeds) = support::cluster_addrs() else {
+        return;
+    };
+    let stream = support::unique_stream("cluster-rounds");
+    let q = connect(seeds, &stream, QueueOptions::default()).await;
+    let cq = cluster_queue(&q).clone();
+    let serving: HashSet<String> = cq.primaries().into_iter().collect();
+    // 64 payloads that reach every shard (checked below), callers 62 and 63 the same one.
+    let payload = |i: usize| format!("round-{}", i.min(62));
+    let hit: HashSet<usize> = (0..64)
+        .map(|i| cq.shard_of_payload(payload(i).as_bytes()))
+        .collect();
+    assert_eq!(hit.len(), cq.shards(), "the payloads reach every shard");
+    let (calls, rounds) = (cq.append_calls(), cq.append_rounds());
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let q = q.clone();
+            let p = payload(i);
+            tokio::spawn(async move { q.append(vec![NewMessage::new(p.into_bytes())]).await })
+        })
+        .collect();
+    let mut answers = Vec::new();
+    for t in tasks {
+        let a = t.await.unwrap().unwrap();
+        assert_eq!(a.len(), 1);
+        answers.push(a[0]);
+    }
+    assert_eq!(cq.append_rounds() - rounds, 2 * serving.len() as u64);
+    assert_eq!(
+        cq.append_calls() - calls,
+        (serving.len() + cq.shards()) as u64
+    );
+    let new: HashSet<MessageId> = answers[..63].iter().map(|a| a.id()).collect();
+    assert_eq!(new.len(), 63, "every distinct payload its own id");
+    assert!(answers[..63].iter().all(|a| matches!(a, Appended::New(_))));
+    assert_eq!(answers[63], Appended::Duplicate(answers[62].id()));
+    assert_eq!(q.stats().await.unwrap().backlog, 63);
+    let leased = q.lease(100).await.unwrap();
+    assert_eq!(leased.len(), 63);
+    let ids: Vec<MessageId> = leased.iter().map(|l| l.id()).collect();
+    assert_eq!(q.ack(&ids).await.unwrap(), 63);
 }
 
 #[tokio::test]

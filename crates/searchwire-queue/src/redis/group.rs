@@ -1,5 +1,5 @@
-//! Group commit: the appends that concurrent callers make to one queue (one shard of a
-//! sharded queue) sent to Redis as one call.
+//! Group commit: the appends that concurrent callers make to one queue sent to Redis as one
+//! call (on a Redis Cluster: to the shards of one primary, as one round of calls).
 //!
 //! Every append call pays a fixed cost on the server, whatever it carries: reading and
 //! parsing the command, the script or the `MULTI`/`EXEC`, its share of an AOF write and
@@ -10,9 +10,12 @@
 //! batch, and hands each caller its part of the answer; callers arriving meanwhile wait for
 //! the next such call. One caller alone sends at once; under load a call carries what
 //! arrived while the previous one was on the wire. It matters most on a Redis Cluster,
-//! where a sharded queue splits every batch by payload hash into one part per shard: 8
-//! concurrent batches of 100 make ~8 parts of ~12 for each shard, which arrive together and
-//! leave as one call of ~100 (see docs/benchmarks.md, "Redis queue: on a Redis Cluster").
+//! where a sharded queue splits every batch by payload hash into one part per shard, and
+//! the shards' parts by the primary that serves them: there one group commit per primary
+//! (`cluster/sharded.rs`) sends, in each round, one call for each shard it carries, all at
+//! once on the primary's one connection, so the primary runs them together, small ones in
+//! one pass with one sync of its log (see docs/benchmarks.md, "Redis queue: on a Redis
+//! Cluster").
 //!
 //! What each caller sees is what it would see alone: its batch is never split between
 //! calls, its answers are its own messages' in order, and a payload that another caller in
@@ -31,23 +34,33 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::message::{Appended, NewMessage};
 
 /// One caller's batch, waiting to be sent.
-struct Waiting {
-    batch: Vec<NewMessage>,
+struct Waiting<T> {
+    batch: Vec<T>,
     done: oneshot::Sender<Result<Vec<Appended>>>,
 }
 
-/// The appends waiting for a call, and the turn to send one.
-#[derive(Default)]
-pub(super) struct Group {
-    waiting: Mutex<Vec<Waiting>>,
+/// The appends waiting for a call, and the turn to send one. `T` is what a batch holds:
+/// the messages for one queue, or on a Redis Cluster each message with its shard.
+pub(in crate::redis) struct Group<T = NewMessage> {
+    waiting: Mutex<Vec<Waiting<T>>>,
     /// Held by the caller sending a call.
     turn: tokio::sync::Mutex<()>,
     /// Append calls sent (grouped or not).
     pub(super) calls: std::sync::atomic::AtomicU64,
 }
 
-impl Group {
-    fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<Waiting>> {
+impl<T> Default for Group<T> {
+    fn default() -> Self {
+        Group {
+            waiting: Mutex::new(Vec::new()),
+            turn: tokio::sync::Mutex::new(()),
+            calls: std::sync::atomic::AtomicU64::new(0),
+        }
+    }
+}
+
+impl<T> Group<T> {
+    fn waiting(&self) -> std::sync::MutexGuard<'_, Vec<Waiting<T>>> {
         match self.waiting.lock() {
             Ok(w) => w,
             Err(poisoned) => poisoned.into_inner(),
@@ -56,7 +69,7 @@ impl Group {
 
     /// Takes the oldest waiting batches, whole, while they fit in `max` messages (at least
     /// one batch).
-    fn take(&self, max: usize) -> Vec<Waiting> {
+    fn take(&self, max: usize) -> Vec<Waiting<T>> {
         let mut waiting = self.waiting();
         let mut n = 0;
         let mut k = 0;
@@ -76,18 +89,18 @@ fn copy(e: &Error) -> Error {
     Error::new(e.kind(), e.to_string())
 }
 
-impl Group {
+impl<T> Group<T> {
     /// Sends `batch` (checked and not empty) in a call of at most `max` messages (more only
     /// for a batch that big alone) with the batches of the callers waiting beside it;
     /// `send` makes one call and answers one [`Appended`] per message, in order.
-    pub(super) async fn submit<F, Fut>(
+    pub(in crate::redis) async fn submit<F, Fut>(
         &self,
-        batch: Vec<NewMessage>,
+        batch: Vec<T>,
         max: usize,
         mut send: F,
     ) -> Result<Vec<Appended>>
     where
-        F: FnMut(Vec<NewMessage>) -> Fut,
+        F: FnMut(Vec<T>) -> Fut,
         Fut: std::future::Future<Output = Result<Vec<Appended>>> + Send + 'static,
     {
         let (done, mut answer) = oneshot::channel();

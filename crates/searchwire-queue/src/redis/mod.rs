@@ -154,7 +154,10 @@
 //! waiting beside it (whole, oldest first, up to [`RedisConfig::chunk`] messages), and each
 //! caller gets its own answers; see `group.rs`. Redis's cost per call — the script or
 //! transaction, the AOF write and sync of its event-loop pass, a `WAIT` — is then paid once
-//! for all of them. [`RedisQueue::append_calls`] counts the calls sent.
+//! for all of them. [`RedisQueue::append_calls`] counts the calls sent. On a Redis Cluster
+//! the group commit is per primary, not per shard: a round carries what waits for every
+//! shard the primary serves and sends one call per shard at once on its connection
+//! ([`RedisClusterQueue::append_rounds`] counts the rounds).
 //!
 //! # Migration
 //!
@@ -178,8 +181,12 @@
 //! the primary of its slot (`CLUSTER SLOTS`, `ROLE` checked; the shards of one primary share
 //! one connection to it), resolved again after `MOVED`, `ASK`, `CLUSTERDOWN`, `READONLY` or a
 //! connection error, with receipts as on a Sentinel link but without the `ROLE` tail (a
-//! Cluster node refuses a slot's writes with `MOVED` unless it is that slot's primary). Delivery order holds per shard only; leases take from every shard
-//! in turn. See `docs/architecture/queue.md`, "The Redis queue on a Redis Cluster".
+//! Cluster node refuses a slot's writes with `MOVED` unless it is that slot's primary).
+//! Delivery order holds per shard only. A lease call takes from the shards of one primary
+//! (the starting shard's, the start going round the shards), then from the others if that
+//! was not enough, so every shard gets its share over calls and one call's leases and acks
+//! cost one primary one pass. See `docs/architecture/queue.md`, "The Redis queue on a Redis
+//! Cluster".
 
 mod append_scripts;
 mod cluster;

@@ -10,9 +10,11 @@
 //! the connection is multiplexed (a pipeline is written whole, so the shards' `MULTI`/`EXEC`
 //! blocks never interleave), and one connection per primary lets the server read the
 //! concurrent calls of all its shards in one pass, as one server reads them from the
-//! single-server queue's one connection. Eight connections over three primaries cost those
-//! servers about a third more CPU per message (see docs/benchmarks.md, "Redis queue: on a
-//! Redis Cluster").
+//! single-server queue's one connection: with group commit per shard, eight connections
+//! over three primaries cost those servers about a third more CPU per message; with the
+//! rounds per primary that `cluster/sharded.rs` sends, a connection per shard measured the
+//! same within the noise, and one connection per primary is the fewer sockets (see
+//! docs/benchmarks.md, "Redis queue: on a Redis Cluster").
 
 use redis::aio::ConnectionManager;
 use redis::{ConnectionAddr, ConnectionInfo, Value};

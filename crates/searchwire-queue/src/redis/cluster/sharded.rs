@@ -3,8 +3,9 @@
 //! transactions run as on one server), on its own link to the primary of that slot.
 
 use futures_util::future::join_all;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use super::ids::{global, local_after, shard_of, split};
 use super::route::{Primaries, SlotRoute};
@@ -14,9 +15,13 @@ use crate::message::{
     Appended, DeadLetter, Lease, Message, MessageId, NewMessage, PayloadHash, Replayed,
     Rescheduled, Selection, Stats,
 };
+use crate::redis::group::Group;
 use crate::redis::link::Link;
 use crate::redis::{RedisConfig, RedisQueue, MAX_LEASE};
 use crate::{QueueOptions, Timestamp};
+
+/// The group commit of one primary: each waiting message with its shard.
+type PrimaryGroup = Group<(usize, NewMessage)>;
 
 /// The Redis queue sharded over a Redis Cluster (see "Redis Cluster" in the
 /// [module documentation](crate::redis)). Cheap to clone (clones share the links).
@@ -27,6 +32,13 @@ pub struct RedisClusterQueue {
     primaries: Primaries,
     /// Where the next lease round starts (round robin over the shards).
     next: Arc<AtomicUsize>,
+    /// Group commit per primary (by address): the appends waiting for the shards it serves.
+    groups: Arc<Mutex<HashMap<String, Arc<PrimaryGroup>>>>,
+    /// Append rounds sent (each one call per shard it carries).
+    rounds: Arc<AtomicU64>,
+    /// [`RedisConfig::group_commit`] and [`RedisConfig::chunk`].
+    group_commit: bool,
+    chunk: usize,
     options: QueueOptions,
 }
 
@@ -135,6 +147,10 @@ impl RedisClusterQueue {
             shards: Arc::new(shards),
             primaries,
             next: Arc::new(AtomicUsize::new(0)),
+            groups: Arc::default(),
+            rounds: Arc::default(),
+            group_commit: config.group_commit,
+            chunk: config.chunk.clamp(1, MAX_LEASE),
             options: config.options,
         })
     }
@@ -158,6 +174,10 @@ impl RedisClusterQueue {
             shards: Arc::new(shards),
             primaries: self.primaries.clone(),
             next: self.next.clone(),
+            groups: self.groups.clone(),
+            rounds: self.rounds.clone(),
+            group_commit: self.group_commit,
+            chunk: self.chunk,
         })
     }
 
@@ -193,6 +213,13 @@ impl RedisClusterQueue {
         self.shards.iter().map(RedisQueue::append_calls).sum()
     }
 
+    /// How many append rounds the queue (with its clones) has sent: a round is what one
+    /// primary's group commit sends at once, one call for each shard it carries (see
+    /// [`Self::append`]), so concurrent appends make fewer rounds than calls.
+    pub fn append_rounds(&self) -> u64 {
+        self.rounds.load(Ordering::Relaxed)
+    }
+
     fn shard(&self, id: MessageId) -> Result<(&RedisQueue, MessageId)> {
         let (k, local) = split(id);
         match self.shards.get(k) {
@@ -218,17 +245,84 @@ impl RedisClusterQueue {
     }
 
     /// See [`Queue::append`](crate::Queue::append). The batch is split by shard (a
-    /// payload's shard comes from its hash) and the parts are appended concurrently, each
-    /// with its shard's durability ([`RedisConfig::min_replicas`] applies per shard). If
-    /// one part fails the call fails: the parts that succeeded are stored, and the caller's
-    /// resend finds them queued ([`Appended::Duplicate`]).
+    /// payload's shard comes from its hash), the shards' parts by the primary that serves
+    /// them, and each primary's part goes through that primary's group commit (with
+    /// [`RedisConfig::group_commit`]): the first caller to find no append in flight to that
+    /// primary sends, for every shard it serves, what is waiting for that shard, all at
+    /// once on the primary's one connection, so the primary runs them together (calls that
+    /// fit in one read in one pass, with one sync of its log; see `redis/group.rs` for what
+    /// each caller sees). Each
+    /// shard's part keeps its shard's durability ([`RedisConfig::min_replicas`] applies
+    /// per shard). If one part fails the call fails: the parts that succeeded are stored,
+    /// and the caller's resend finds them queued ([`Appended::Duplicate`]).
     pub async fn append(&self, batch: Vec<NewMessage>) -> Result<Vec<Appended>> {
         crate::check_batch(&batch)?;
         let n = self.shards.len();
-        let mut parts: Vec<(Vec<usize>, Vec<NewMessage>)> = vec![(Vec::new(), Vec::new()); n];
+        let serving = self.primaries();
+        // Per primary: the batch's positions and its messages with their shards.
+        type Part = (Vec<usize>, Vec<(usize, NewMessage)>);
+        let mut parts: Vec<(String, Part)> = Vec::new();
         let total = batch.len();
         for (i, m) in batch.into_iter().enumerate() {
             let k = shard_of(&PayloadHash::of(&m.payload), n);
+            let at = match parts.iter().position(|(addr, _)| *addr == serving[k]) {
+                Some(at) => at,
+                None => {
+                    parts.push((serving[k].clone(), Default::default()));
+                    parts.len() - 1
+                }
+            };
+            parts[at].1 .0.push(i);
+            parts[at].1 .1.push((k, m));
+        }
+        let mut positions = Vec::with_capacity(parts.len());
+        let mut calls = Vec::with_capacity(parts.len());
+        for (addr, (at, part)) in parts {
+            positions.push(at);
+            let serves = serving.iter().filter(|a| **a == addr).count();
+            let max = self.chunk * serves;
+            let group = self.group_commit.then(|| self.group(&addr));
+            calls.push(async move {
+                match group {
+                    Some(group) if part.len() < max => {
+                        group
+                            .submit(part, max, |round| {
+                                let queue = self.clone();
+                                async move { queue.append_round(round).await }
+                            })
+                            .await
+                    }
+                    _ => self.append_round(part).await,
+                }
+            });
+        }
+        let answers = all_ok(join_all(calls).await)?;
+        let mut out = vec![Appended::New(MessageId(0)); total];
+        for (at, answer) in positions.into_iter().zip(answers) {
+            for (i, a) in at.into_iter().zip(answer) {
+                out[i] = a;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The group commit of the primary at `addr`.
+    fn group(&self, addr: &str) -> Arc<PrimaryGroup> {
+        let mut groups = match self.groups.lock() {
+            Ok(g) => g,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        groups.entry(addr.to_owned()).or_default().clone()
+    }
+
+    /// Appends `messages` (each with its shard): one call per shard, all sent at once.
+    /// Answers, with the queue's ids, in the order of `messages`.
+    async fn append_round(&self, messages: Vec<(usize, NewMessage)>) -> Result<Vec<Appended>> {
+        self.rounds.fetch_add(1, Ordering::Relaxed);
+        let total = messages.len();
+        let mut parts: Vec<(Vec<usize>, Vec<NewMessage>)> =
+            vec![(Vec::new(), Vec::new()); self.shards.len()];
+        for (i, (k, m)) in messages.into_iter().enumerate() {
             parts[k].0.push(i);
             parts[k].1.push(m);
         }
@@ -239,7 +333,7 @@ impl RedisClusterQueue {
                 continue;
             }
             positions.push((k, at));
-            calls.push(self.shards[k].append(part));
+            calls.push(self.shards[k].append_call(part));
         }
         let answers = all_ok(join_all(calls).await)?;
         let mut out = vec![Appended::New(MessageId(0)); total];
@@ -254,14 +348,25 @@ impl RedisClusterQueue {
         Ok(out)
     }
 
-    /// See [`Queue::lease`](crate::Queue::lease). Round robin over the shards: each call
-    /// starts one shard further, first asks every shard concurrently for an equal share of
-    /// `max` (the starting shards get the remainder), then asks the shards that filled their
-    /// share (or had none), one at a time, for what is still missing. At most
-    /// [`MAX_LEASE`] per call. Each shard's leases are in its delivery order; across shards
-    /// there is no order. A shard that fails is skipped for this call (logged) when others
-    /// answered: its failover does not stop the others; the error is returned only when
-    /// nothing was leased.
+    /// See [`Queue::lease`](crate::Queue::lease). At most [`MAX_LEASE`] per call, from as
+    /// few primaries as can fill it:
+    ///
+    /// 1. Each call starts one shard further (round robin over the shards) and asks the
+    ///    shards that the starting shard's primary serves, concurrently, for an equal share
+    ///    of `max` (the shards from the starting one on get the remainder). Their calls
+    ///    leave together on that primary's one connection, so the primary reads, runs and
+    ///    syncs them in one pass, and the acks of what they hand out go to it alone.
+    /// 2. If that left some of `max` missing, every other shard is asked, concurrently, for
+    ///    an equal share of what is missing;
+    /// 3. then the shards that filled their share (or had none), one at a time, for what
+    ///    is still missing.
+    ///
+    /// Fair per shard over calls: a primary serving `g` of the `n` shards is the first
+    /// primary of `g` calls in `n`, and each of its shards then gets `max / g`, so every
+    /// shard with enough waiting hands out `max` per `n` calls. Each shard's leases are in
+    /// its delivery order; across shards there is no order. A shard that fails is skipped
+    /// for this call (logged) when others answered: its failover does not stop the others;
+    /// the error is returned only when nothing was leased.
     pub async fn lease(&self, max: usize) -> Result<Vec<Lease>> {
         let max = max.min(MAX_LEASE);
         if max == 0 {
@@ -270,24 +375,36 @@ impl RedisClusterQueue {
         let n = self.shards.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
         let order: Vec<usize> = (0..n).map(|i| (start + i) % n).collect();
-        let share = |i: usize| max / n + usize::from(i < max % n);
-        let first = join_all(order.iter().enumerate().filter_map(|(i, &k)| {
-            let want = share(i);
-            (want > 0).then_some(async move { (k, want, self.shards[k].lease(want).await) })
-        }))
-        .await;
+        let first_primary = self.shards[start].primary();
+        let (first, others): (Vec<usize>, Vec<usize>) = order
+            .iter()
+            .partition(|&&k| self.shards[k].primary() == first_primary);
         let mut out = Vec::with_capacity(max);
         let mut failure = None;
+        // Per shard: whether it may hold more than it handed out.
         let mut more = vec![true; n];
-        for (k, want, got) in first {
-            match got {
-                Ok(leases) => {
-                    more[k] = leases.len() >= want;
-                    out.extend(leases.into_iter().map(|l| (k, l)));
-                }
-                Err(e) => {
-                    more[k] = false;
-                    failure = Some(e);
+        for group in [first, others] {
+            let missing = max - out.len();
+            if missing == 0 || group.is_empty() {
+                break;
+            }
+            let g = group.len();
+            let share = |i: usize| missing / g + usize::from(i < missing % g);
+            let asked = join_all(group.iter().enumerate().filter_map(|(i, &k)| {
+                let want = share(i);
+                (want > 0).then_some(async move { (k, want, self.shards[k].lease(want).await) })
+            }))
+            .await;
+            for (k, want, got) in asked {
+                match got {
+                    Ok(leases) => {
+                        more[k] = leases.len() >= want;
+                        out.extend(leases.into_iter().map(|l| (k, l)));
+                    }
+                    Err(e) => {
+                        more[k] = false;
+                        failure = Some(e);
+                    }
                 }
             }
         }
