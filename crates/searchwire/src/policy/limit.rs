@@ -92,6 +92,9 @@ pub(crate) struct Limiter {
 struct State {
     vegas: Vegas,
     in_flight: u32,
+    /// Of those, the requests admitted before the estimate's current epoch (before the
+    /// probe running now started).
+    older_in_flight: u32,
 }
 
 /// A slot of the limit, held while the request runs. Dropped without
@@ -104,6 +107,10 @@ pub(crate) struct Permit<'a> {
     in_flight: u32,
     /// The estimate's epoch when it was admitted (see `Vegas::epoch`).
     epoch: u64,
+    /// No request of an earlier epoch was in flight when it was admitted. With a
+    /// `min_limit` above 1 a probe admits requests while some from before it are still in
+    /// flight; those share the old queue, and a probe takes the mean only of the others.
+    alone: bool,
     done: bool,
 }
 
@@ -113,6 +120,7 @@ impl Limiter {
             state: Mutex::new(State {
                 vegas: Vegas::new(cfg.initial_limit, cfg.min_limit, cfg.max_limit),
                 in_flight: 0,
+                older_in_flight: 0,
             }),
             cfg,
             freed: Notify::new(),
@@ -134,6 +142,7 @@ impl Limiter {
                 limiter: self,
                 in_flight: s.in_flight,
                 epoch: s.vegas.epoch(),
+                alone: s.older_in_flight == 0,
                 done: false,
             })
         } else {
@@ -175,18 +184,28 @@ impl Limiter {
         }
     }
 
-    /// Frees a slot; with the finished request's latency, its admission's in-flight count
-    /// and epoch, and its overload signal, teaches the estimate.
-    fn release(&self, sample: Option<(Duration, u32, u64, bool)>) -> Option<u32> {
+    /// Frees the slot of `permit`; with the finished request's latency and overload signal
+    /// (`sample`), teaches the estimate.
+    fn release(&self, permit: &Permit<'_>, sample: Option<(Duration, bool)>) -> Option<u32> {
         let changed = {
             let mut s = lock(&self.state);
             s.in_flight = s.in_flight.saturating_sub(1);
-            sample.and_then(|(rtt, in_flight, epoch, dropped)| {
+            let epoch = s.vegas.epoch();
+            if permit.epoch != epoch {
+                s.older_in_flight = s.older_in_flight.saturating_sub(1);
+            }
+            let changed = sample.and_then(|(rtt, dropped)| {
                 let before = s.vegas.limit();
-                s.vegas.sample(rtt, in_flight, epoch, dropped);
+                let of = permit.alone.then_some(permit.epoch);
+                s.vegas.sample(rtt, permit.in_flight, of, dropped);
                 let after = s.vegas.limit();
                 (after != before).then_some(after)
-            })
+            });
+            if s.vegas.epoch() != epoch {
+                // A probe started: everything in flight now is from before it.
+                s.older_in_flight = s.in_flight;
+            }
+            changed
         };
         self.freed.notify_one();
         changed
@@ -198,15 +217,14 @@ impl Permit<'_> {
     /// the new limit when it changed.
     pub(crate) fn finish(mut self, rtt: Duration, dropped: bool) -> Option<u32> {
         self.done = true;
-        self.limiter
-            .release(Some((rtt, self.in_flight, self.epoch, dropped)))
+        self.limiter.release(&self, Some((rtt, dropped)))
     }
 }
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         if !self.done {
-            self.limiter.release(None);
+            self.limiter.release(self, None);
         }
     }
 }
@@ -288,5 +306,54 @@ mod tests {
         assert_eq!(l.snapshot(), (2, 0), "back to the limit before the probe");
         let s = lock(&l.state);
         assert_eq!(s.vegas.noload(), Some(ms(3)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_takes_no_request_admitted_beside_ones_from_before_it() {
+        // A minimum of 3: the probe admits requests while old ones are still in flight.
+        let l = Limiter::new(AdaptiveConcurrency {
+            initial_limit: 4,
+            min_limit: 3,
+            max_limit: 4,
+            max_wait: Duration::ZERO,
+        });
+        // The probe the limit starts with: 2 ms each.
+        for _ in 0..crate::policy::vegas::PROBE_SAMPLES {
+            let p = l.acquire(None).await.unwrap();
+            p.finish(ms(2), false);
+        }
+        assert_eq!(l.snapshot(), (4, 0));
+        // Fast answers at the maximum until the next probe (PROBE_EVERY × 4 samples at the
+        // limit; the first, 1 in flight of 4, is not), 2 requests held across its start.
+        let mut old = Vec::new();
+        for i in 0..=crate::policy::vegas::PROBE_EVERY * 4 {
+            let a = l.acquire(None).await.unwrap();
+            if i == 0 {
+                old.push(l.acquire(None).await.unwrap());
+                old.push(l.acquire(None).await.unwrap());
+            }
+            a.finish(ms(2), false);
+        }
+        assert_eq!(
+            l.snapshot(),
+            (3, 2),
+            "probing at the minimum, 2 old in flight"
+        );
+        // Admitted beside the old ones (their queue): slow, and not taken.
+        let beside = l.acquire(None).await.unwrap();
+        assert!(l.acquire(None).await.is_err(), "3 in flight: the minimum");
+        for p in old.drain(..) {
+            p.finish(ms(30), false);
+        }
+        beside.finish(ms(20), false);
+        // Admitted with nothing older in flight: these make the probe's mean.
+        for _ in 0..crate::policy::vegas::PROBE_SAMPLES {
+            let p = l.acquire(None).await.unwrap();
+            p.finish(ms(3), false);
+        }
+        assert_eq!(l.snapshot(), (4, 0), "back to the limit before the probe");
+        let s = lock(&l.state);
+        assert_eq!(s.vegas.noload(), Some(ms(3)));
+        assert_eq!(s.older_in_flight, 0);
     }
 }

@@ -54,7 +54,9 @@
 //! **probe** holds the limit at `min` until [`PROBE_SAMPLES`] requests admitted during it
 //! have finished (as Envoy's adaptive concurrency filter measures its minimum latency at a
 //! small concurrency): at the default `min` of 1 each is admitted alone, once this client's
-//! earlier requests have drained. The limit starts with a probe, one runs every
+//! earlier requests have drained. At a larger `min` the probe admits requests while some
+//! from before it are still in flight; those share the old queue, so only requests admitted
+//! with none of the old ones left in flight count toward it (the limiter tells which). The limit starts with a probe, one runs every
 //! [`PROBE_EVERY`] × limit samples of a client at its limit (a client below its limit never
 //! probes), and the limit returns to what it was. So the no-load latency follows the
 //! cluster (higher when it became slower for good, lower when faster), and requests admitted
@@ -187,15 +189,22 @@ impl Vegas {
     }
 
     /// One finished request: its latency, the requests in flight when it was admitted
-    /// (itself included), the epoch it was admitted in, and whether it met an overload
-    /// signal.
-    pub(crate) fn sample(&mut self, rtt: Duration, in_flight: u32, epoch: u64, dropped: bool) {
+    /// (itself included), the epoch it was admitted in (`None` when requests of an earlier
+    /// epoch were still in flight then: it shared their queue, so a probe learns nothing
+    /// from it), and whether it met an overload signal.
+    pub(crate) fn sample(
+        &mut self,
+        rtt: Duration,
+        in_flight: u32,
+        epoch: Option<u64>,
+        dropped: bool,
+    ) {
         let rtt = rtt.max(Duration::from_micros(1));
         if let Some(p) = self.probe.as_mut() {
             if dropped {
                 p.resume = Self::stepped_down(p.resume, self.min, self.max);
             }
-            if epoch != self.epoch {
+            if epoch != Some(self.epoch) {
                 return;
             }
             if !dropped {
@@ -291,7 +300,7 @@ mod tests {
             "the probe it starts with runs at the minimum"
         );
         for _ in 0..PROBE_SAMPLES {
-            v.sample(rtt, 1, 0, false);
+            v.sample(rtt, 1, Some(0), false);
         }
         assert!(!v.probing());
         assert_eq!(v.noload(), Some(rtt));
@@ -304,30 +313,30 @@ mod tests {
         assert_eq!(v.limit(), 100);
         // No queue (the average, 10 ms, is the no-load latency): queue 0 < alpha =
         // log10(100) / 3 = 0.67, and the sample agrees: + 2.
-        v.sample(ms(10), 100, 0, false);
+        v.sample(ms(10), 100, Some(0), false);
         assert_eq!(v.limit(), 102);
         // Half the limit not in flight: nothing learned, the average untouched.
-        v.sample(ms(50), 50, 0, false);
+        v.sample(ms(50), 50, Some(0), false);
         assert_eq!(v.limit(), 102);
         // One sample twice as slow weighs 1/102 of the average: 10.098 ms, a queue of
         // 0.99, within [alpha, beta) = [0.67, 2.68): unchanged, though the sample alone
         // reads 51.
-        v.sample(ms(20), 102, 0, false);
+        v.sample(ms(20), 102, Some(0), false);
         assert_eq!(v.limit(), 102);
         // 12 ms: average 10.117 ms, queue = 102 × 0.01153 = 1.18: unchanged.
-        v.sample(ms(12), 102, 0, false);
+        v.sample(ms(12), 102, Some(0), false);
         assert_eq!(v.limit(), 102);
         // 40 ms: average 10.41 ms, queue 4.01 >= beta, the sample's 76.5 too: the excess
         // shed at once, back to alpha waiting: 102 − 4.01 + 0.67 = 98.66 (below − one
         // step, 99.99).
-        v.sample(ms(40), 102, 0, false);
+        v.sample(ms(40), 102, Some(0), false);
         assert_eq!(v.limit(), 98);
         // 2 s: average 30.58 ms, queue = 98.66 × (1 − 10/30.58) = 66.39: 98.66 − 66.39
         // + 0.66 = 32.9, below half the limit (49.33): half.
-        v.sample(ms(2000), 98, 0, false);
+        v.sample(ms(2000), 98, Some(0), false);
         assert_eq!(v.limit(), 49);
         // An overload signal: − log10, whatever the latency: 49.33 − 1.69 = 47.63.
-        v.sample(ms(10), 49, 0, true);
+        v.sample(ms(10), 49, Some(0), true);
         assert_eq!(v.limit(), 47);
     }
 
@@ -337,7 +346,7 @@ mod tests {
         (0..n)
             .map(|_| {
                 let l = v.limit();
-                v.sample(ms(2 * u64::from(l)), l, 0, false);
+                v.sample(ms(2 * u64::from(l)), l, Some(0), false);
                 v.limit()
             })
             .collect()
@@ -374,19 +383,19 @@ mod tests {
         // A limit of 10 at a queue of about one (latency 11 ms over a no-load 10 ms).
         let mut v = started(10, 1, 1000, ms(10));
         for _ in 0..20 {
-            v.sample(ms(11), 10, 0, false);
+            v.sample(ms(11), 10, Some(0), false);
         }
         assert_eq!(v.limit(), 10);
         // One request at 15 ms — alone a queue of 3.3, past beta (1.33) — moves the
         // average a tenth of the way: 11.4 ms, a queue of 1.23: unchanged.
-        v.sample(ms(15), 10, 0, false);
+        v.sample(ms(15), 10, Some(0), false);
         assert_eq!(v.limit(), 10);
         // Latencies that stay there are a queue: from the second on, the average (11.8 ms)
         // reads one past beta (1.5), and the limit sheds while they last.
         let mut seen = Vec::new();
         for _ in 0..9 {
             let l = v.limit();
-            v.sample(ms(15), l, 0, false);
+            v.sample(ms(15), l, Some(0), false);
             seen.push(v.limit());
         }
         assert_eq!(seen, [8, 7, 6, 5, 5, 4, 4, 4, 4]);
@@ -397,28 +406,28 @@ mod tests {
         let mut v = started(10, 1, 1000, ms(10));
         // A 503 in 1 ms: − one step; the no-load latency stays 10 ms, and the average
         // does not take it (averaged, it would read the next answers as a slower cluster).
-        v.sample(ms(1), 10, 0, true);
+        v.sample(ms(1), 10, Some(0), true);
         assert_eq!(v.limit(), 9);
         assert_eq!(v.noload(), Some(ms(10)));
-        v.sample(ms(10), 9, 0, false);
+        v.sample(ms(10), 9, Some(0), false);
         assert_eq!(v.limit(), 10, "no queue at 10 ms: + 1");
         // A start whose probe meets only overload signals: the limit steps down (− 1 each,
         // five times), nothing is known of the latency, and only overload signals steer
         // until the next probe — after five load-bearing samples, not 1,000 × limit.
         let mut v = Vegas::new(10, 1, 1000);
         for _ in 0..PROBE_SAMPLES {
-            v.sample(ms(1), 1, 0, true);
+            v.sample(ms(1), 1, Some(0), true);
         }
         assert!(!v.probing());
         assert_eq!((v.limit(), v.noload()), (5, None));
         for _ in 0..PROBE_SAMPLES - 1 {
-            v.sample(ms(50), 5, 0, false);
+            v.sample(ms(50), 5, Some(0), false);
             assert_eq!(v.limit(), 5, "nothing to compare a latency with");
         }
-        v.sample(ms(50), 5, 0, false);
+        v.sample(ms(50), 5, Some(0), false);
         assert!(v.probing());
         for _ in 0..PROBE_SAMPLES {
-            v.sample(ms(4), 1, v.epoch(), false);
+            v.sample(ms(4), 1, Some(v.epoch()), false);
         }
         assert_eq!((v.limit(), v.noload()), (5, Some(ms(4))));
     }
@@ -427,11 +436,11 @@ mod tests {
     fn the_limit_stays_within_its_bounds() {
         let mut v = started(4, 2, 10, ms(10));
         for _ in 0..10 {
-            v.sample(ms(10), 10, 0, false);
+            v.sample(ms(10), 10, Some(0), false);
         }
         assert_eq!(v.limit(), 10);
         for _ in 0..20 {
-            v.sample(ms(10), 10, 0, true);
+            v.sample(ms(10), 10, Some(0), true);
         }
         assert_eq!(v.limit(), 2, "each drop takes max(1, log10) = 1");
     }
@@ -448,20 +457,20 @@ mod tests {
         let mut samples = 0;
         while !v.probing() {
             let l = v.limit();
-            v.sample(ms(5 * u64::from(l)), l, 0, false);
+            v.sample(ms(5 * u64::from(l)), l, Some(0), false);
             samples += 1;
         }
         assert_eq!(samples, PROBE_EVERY * 3, "1,000 × the limit of 3");
         assert_eq!(v.limit(), 1, "the minimum during the probe");
         let resume = v.limit;
         // Requests admitted before the probe teach it nothing.
-        v.sample(ms(15), 3, 0, false);
+        v.sample(ms(15), 3, Some(0), false);
         assert!(v.probing());
         // Five admitted during it (epoch 1), alone.
         let epoch = v.epoch();
         assert_eq!(epoch, 1);
         for rtt in [ms(5), us(5_200), us(4_800), ms(5), ms(5)] {
-            v.sample(rtt, 1, epoch, false);
+            v.sample(rtt, 1, Some(epoch), false);
         }
         assert!(!v.probing());
         assert_eq!(
@@ -474,12 +483,12 @@ mod tests {
         // is a queue of 1.25, within [alpha, beta)).
         for _ in 0..30 {
             let l = v.limit();
-            v.sample(ms(5 * u64::from(l)), l, epoch, false);
+            v.sample(ms(5 * u64::from(l)), l, Some(epoch), false);
             assert_eq!(v.limit(), 2);
         }
         let held = v.limit;
         for _ in 0..10 {
-            v.sample(ms(10), 2, epoch, false);
+            v.sample(ms(10), 2, Some(epoch), false);
         }
         assert_eq!(v.limit, held);
     }
@@ -490,13 +499,13 @@ mod tests {
         // Fast samples grow the limit by one step each, until the probe after 1,000
         // samples.
         while !v.probing() {
-            v.sample(ms(2), v.limit(), 0, false);
+            v.sample(ms(2), v.limit(), Some(0), false);
         }
         let resume = v.limit;
-        v.sample(ms(2), 1, 0, true);
+        v.sample(ms(2), 1, Some(0), true);
         // Five dropped requests of the probe: no latency learned, the probe still ends.
         for _ in 0..PROBE_SAMPLES {
-            v.sample(ms(2), 1, v.epoch(), true);
+            v.sample(ms(2), 1, Some(v.epoch()), true);
         }
         assert!(!v.probing());
         assert_eq!(
@@ -517,16 +526,16 @@ mod tests {
         let mut v = started(20, 1, 1000, ms(2));
         // Eight callers under a limit of 20: below half of it, for ever.
         for _ in 0..PROBE_EVERY * 20 * 3 {
-            v.sample(ms(2), 8, 0, false);
+            v.sample(ms(2), 8, Some(0), false);
         }
         assert!(!v.probing());
         assert_eq!(v.limit(), 20, "and nothing learned");
         // At its limit, the samples count: the probe comes after 1,000 × 20 of them.
         for _ in 0..PROBE_EVERY * 20 - 1 {
-            v.sample(ms(2), v.limit(), 0, false);
+            v.sample(ms(2), v.limit(), Some(0), false);
         }
         assert!(!v.probing());
-        v.sample(ms(2), v.limit(), 0, false);
+        v.sample(ms(2), v.limit(), Some(0), false);
         assert!(v.probing());
     }
 }
