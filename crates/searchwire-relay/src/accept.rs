@@ -145,6 +145,9 @@ pub(crate) async fn take(
     priority: Option<u8>,
 ) -> Result<Vec<Taken>, Answer> {
     let cfg = &shared.config;
+    if shared.admission.overloaded().is_some() {
+        crate::measure::fresh(shared, crate::admission::FRESH_TO_REFUSE).await;
+    }
     if let Some(why) = shared.admission.overloaded() {
         // At the high-water mark: nothing is tried or queued; the shipper backs off.
         metrics::counter!("searchwire_relay_requests_total", "result" => "overloaded").increment(1);
@@ -217,7 +220,12 @@ pub(crate) async fn take(
                 )
             })
             .sum();
-        match shared.admission.reserve(bytes) {
+        let mut reserved = shared.admission.reserve(bytes);
+        if reserved.is_err() {
+            crate::measure::fresh(shared, crate::admission::FRESH_TO_REFUSE).await;
+            reserved = shared.admission.reserve(bytes);
+        }
+        match reserved {
             Err(why) => {
                 tracing::warn!(items = n, reason = %why, "cannot hold items: answering them 429");
                 Queued::Full(why)

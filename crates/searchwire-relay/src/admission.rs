@@ -20,7 +20,9 @@
 //! forever); reading every queued message's size at each check (a scan of the backlog per
 //! request). The estimate is refreshed every [`REFRESH`] from the queue's counts, and
 //! between refreshes every admitted byte is reserved, so concurrent requests cannot all
-//! pass the same last free byte.
+//! pass the same last free byte. A write is refused only on a measurement at most
+//! [`FRESH_TO_REFUSE`] old (an older one is taken again first): after a fast drain the relay
+//! takes writes at once, not one [`REFRESH`] later.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -29,7 +31,7 @@ use serde_json::{json, Value};
 
 pub use crate::config::{
     DEFAULT_MAX_QUEUE_SHARE_PERCENT, DEFAULT_MIN_FREE_DISK_CAP, DEFAULT_MIN_FREE_DISK_PERCENT,
-    LOW_WATER_PERCENT, RECORD_OVERHEAD, REFRESH, RETRY_AFTER,
+    FRESH_TO_REFUSE, LOW_WATER_PERCENT, RECORD_OVERHEAD, REFRESH, RETRY_AFTER,
 };
 
 /// The limits.
@@ -140,6 +142,9 @@ pub(crate) struct Admission {
     pub(crate) appended_messages: AtomicU64,
     /// At or above the high-water mark at the last check.
     pub(crate) over: AtomicBool,
+    /// When the last measurement began (`None`: none yet). Held while measuring: one
+    /// measurement at a time, since each gives back the reservations its count includes.
+    pub(crate) measuring: tokio::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Admission {
@@ -152,6 +157,7 @@ impl Admission {
             appended_bytes: AtomicU64::new(0),
             appended_messages: AtomicU64::new(0),
             over: AtomicBool::new(false),
+            measuring: tokio::sync::Mutex::new(None),
         }
     }
 

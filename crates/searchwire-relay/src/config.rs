@@ -66,6 +66,10 @@ pub use crate::tls_files::TLS_RELOAD_INTERVAL;
 
 /// How often the queue's size and the free disk are measured.
 pub const REFRESH: Duration = Duration::from_secs(1);
+/// A write is refused for overload only on a measurement at most this old: a refusal on an
+/// older one measures again first (one measurement at a time), so a relay whose queue just
+/// drained takes writes at once instead of answering 429 until the next [`REFRESH`].
+pub const FRESH_TO_REFUSE: Duration = Duration::from_millis(100);
 /// `Retry-After` of a 429 for overload: long enough for the delivery loop to drain a
 /// slice of the backlog, short enough that a shipper's own backoff dominates.
 pub const RETRY_AFTER: Duration = Duration::from_secs(5);

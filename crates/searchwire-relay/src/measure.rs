@@ -6,11 +6,31 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 
+use std::time::Duration;
+
 use crate::admission::{disk, stored_bytes, RECORD_OVERHEAD, REFRESH};
 use crate::state::Shared;
 
 /// Measures the queue and the disk once.
 pub(crate) async fn refresh(shared: &Shared) {
+    let mut last = shared.admission.measuring.lock().await;
+    measure(shared, &mut last).await;
+}
+
+/// Measures again unless a measurement that began at most `max_age` ago is there (or one
+/// under way: its end is waited for and taken).
+pub(crate) async fn fresh(shared: &Shared, max_age: Duration) {
+    let mut last = shared.admission.measuring.lock().await;
+    if last.is_some_and(|t| t.elapsed() <= max_age) {
+        return;
+    }
+    measure(shared, &mut last).await;
+}
+
+/// Measures the queue and the disk once (the caller holds `Admission::measuring`, whose
+/// value `last` becomes when this began).
+async fn measure(shared: &Shared, last: &mut Option<tokio::time::Instant>) {
+    *last = Some(tokio::time::Instant::now());
     let a = &shared.admission;
     // What was reserved before the count was taken is in the count once it returns.
     let reserved = a.reserved.load(Ordering::Relaxed);
@@ -81,5 +101,64 @@ pub(crate) async fn refresh_loop(shared: Arc<Shared>, mut stop: watch::Receiver<
             _ = stop.changed() => return,
         }
         refresh(&shared).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::admission::AdmissionConfig;
+    use searchwire_queue::{EmbeddedConfig, NewMessage, Queue};
+
+    #[tokio::test]
+    async fn a_measurement_older_than_asked_is_taken_again_and_a_fresh_one_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
+        let backlog: Vec<_> = (0..3)
+            .map(|i| NewMessage::new(format!("{i}:{}", "x".repeat(1000))).index("acct"))
+            .collect();
+        queue.append(backlog).await.unwrap();
+        let client = searchwire::Client::builder()
+            .nodes(["http://127.0.0.1:9"])
+            .build()
+            .unwrap();
+        let cfg = crate::RelayConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ..crate::RelayConfig::default()
+        };
+        let relay = crate::Relay::bind(cfg, client, queue.clone())
+            .await
+            .unwrap()
+            .admission(AdmissionConfig {
+                max_queue_bytes: Some(2_400),
+                min_free_disk_bytes: 0,
+                disk_path: None,
+            });
+        let shared = &relay.shared;
+        refresh(shared).await;
+        assert!(
+            shared.admission.overloaded().is_some(),
+            "3 × ~1.1 KB over 2,400"
+        );
+        // Delivered by another consumer.
+        let ids: Vec<_> = queue
+            .lease(10)
+            .await
+            .unwrap()
+            .iter()
+            .map(|l| l.id())
+            .collect();
+        assert_eq!(queue.ack(&ids).await.unwrap(), 3);
+        // (Real time: the embedded queue's work lets a paused clock jump to the client's
+        // timers. An hour and zero leave no doubt which side of the age a measurement is.)
+        fresh(shared, Duration::from_secs(3600)).await;
+        assert!(
+            shared.admission.overloaded().is_some(),
+            "a measurement younger than asked is kept"
+        );
+        fresh(shared, Duration::ZERO).await;
+        assert_eq!(shared.admission.overloaded(), None, "measured again: empty");
+        assert_eq!(shared.admission.queue_bytes(), 0);
     }
 }

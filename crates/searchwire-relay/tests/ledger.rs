@@ -3,8 +3,9 @@
 //! dead_letter` at every scrape while writers, the first try, the queue and the delivery
 //! loop race (seeded throttling and connections reset after a write, dead letters, a purge
 //! and a restart on the same queue); the counters agree with what the clients were told;
-//! and a single-document write the queue has no room for — at its append, or at the
-//! high-water mark — is a 429 with `Retry-After`.
+//! a single-document write the queue has no room for — at its append, or at the
+//! high-water mark — is a 429 with `Retry-After`; and a relay whose queue just drained
+//! takes writes again on a fresh measurement, not one periodic measurement later.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -431,12 +432,10 @@ async fn a_single_document_write_that_does_not_fit_at_its_append_is_a_429_with_r
     assert_eq!((t.accepted(), t.held_all()), (0, 0), "{t:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_single_document_write_at_the_high_water_mark_is_a_429_with_retry_after() {
-    let dir = tempfile::tempdir().unwrap();
+/// An embedded queue in `dir` holding 3 documents of ~1.1 KB stored each: over a cap of
+/// 2,400 bytes.
+async fn queue_over_the_cap(dir: &tempfile::TempDir) -> Queue {
     let queue = Queue::open_embedded(EmbeddedConfig::new(dir.path())).unwrap();
-    // A backlog over the cap before the relay starts: it is at its high-water mark from its
-    // first measurement, so writes are refused before anything is tried.
     let pad = "x".repeat(1000);
     let backlog: Vec<_> = (0..3)
         .map(|i| {
@@ -447,6 +446,15 @@ async fn a_single_document_write_at_the_high_water_mark_is_a_429_with_retry_afte
         })
         .collect();
     queue.append(backlog).await.unwrap();
+    queue
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_document_write_at_the_high_water_mark_is_a_429_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    // A backlog over the cap before the relay starts: it is at its high-water mark from its
+    // first measurement, so writes are refused before anything is tried.
+    let queue = queue_over_the_cap(&dir).await;
     let admission = AdmissionConfig {
         max_queue_bytes: Some(2_400),
         min_free_disk_bytes: 0,
@@ -461,4 +469,38 @@ async fn a_single_document_write_at_the_high_water_mark_is_a_429_with_retry_afte
         (0, 3, 3),
         "{t:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_whose_queue_just_drained_takes_writes_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // A backlog over the cap when the relay starts (3 × ~1.1 KB, a cap of 2,400 bytes), and
+    // no delivery: only what the test does empties the queue.
+    let queue = queue_over_the_cap(&dir).await;
+    let cluster = FakeCluster::start(1).await.unwrap();
+    FakeBulk::new().install(&cluster);
+    let cfg = RelayConfig {
+        deliver: false,
+        ..config()
+    };
+    let admission = AdmissionConfig {
+        max_queue_bytes: Some(2_400),
+        min_free_disk_bytes: 0,
+        disk_path: None,
+    };
+    let relay = start(&cluster, &queue, cfg, Some(admission)).await;
+    let doc = format!("{{\"pad\":\"{}\"}}", "x".repeat(1000));
+    let (status, _, body) = http(relay.addr, "PUT", "/acct/_doc/1", &doc).await;
+    assert_eq!(status, 429, "at the high-water mark: {body}");
+    // The backlog delivered (by another consumer of the queue). Once the last measurement
+    // is older than FRESH_TO_REFUSE, a write the estimate would refuse is checked against a
+    // fresh one and taken: well within the second between two periodic measurements.
+    let leased = queue.lease(10).await.unwrap();
+    assert_eq!(leased.len(), 3);
+    let ids: Vec<_> = leased.iter().map(|l| l.id()).collect();
+    assert_eq!(queue.ack(&ids).await.unwrap(), 3);
+    tokio::time::sleep(searchwire_relay::admission::FRESH_TO_REFUSE).await;
+    let (status, _, body) = http(relay.addr, "PUT", "/acct/_doc/2", &doc).await;
+    assert_eq!(status, 201, "the queue is empty now: {body}");
+    relay.stop().await;
 }
