@@ -1,8 +1,9 @@
 //! The queue on a Redis Cluster: the slot function against the server's `CLUSTER KEYSLOT`,
 //! what sharding keeps (exact de-duplication, unique ids, order per shard, paging, fair
 //! leasing) on the test Cluster (`SEARCHWIRE_TEST_REDIS_CLUSTER`), and, on clusters of their
-//! own (ports from `SEARCHWIRE_TEST_REDIS_PORT_BASE` + 60 and + 70), a manual failover
-//! (`MOVED`) and the SIGKILL of a primary under load.
+//! own (ports from `SEARCHWIRE_TEST_REDIS_PORT_BASE` + 60, + 70 and + 90), a manual
+//! failover (`MOVED`), the SIGKILL of a primary under load, and a moment the cluster is down
+//! (`CLUSTERDOWN`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -272,11 +273,7 @@ async fn another_shard_count_for_the_same_queue_is_refused() {
 /// The replica that follows `primary` (from its `INFO replication`).
 async fn replica_of(t: &ClusterTopology, primary: &str) -> String {
     let (_, node) = t.node(primary);
-    let info = match node.cmd(&["INFO", "replication"]).await.unwrap() {
-        redis::Value::BulkString(b) => String::from_utf8(b).unwrap(),
-        redis::Value::VerbatimString { text, .. } => text,
-        other => panic!("{other:?}"),
-    };
+    let info = text(node.cmd(&["INFO", "replication"]).await.unwrap());
     let line = info
         .lines()
         .find(|l| l.starts_with("slave0:"))
@@ -351,6 +348,121 @@ async fn a_manual_failover_moves_shards_and_calls_follow_the_moved_answers() {
     assert_eq!(leased.len(), 100);
     let all: Vec<MessageId> = before.iter().chain(&after).copied().collect();
     assert_eq!(q.ack(&all).await.unwrap(), 100);
+}
+
+/// A server's text answer (`INFO`, `CLUSTER INFO`, `CLUSTER NODES`).
+fn text(v: redis::Value) -> String {
+    match v {
+        redis::Value::BulkString(b) => String::from_utf8(b).unwrap(),
+        redis::Value::VerbatimString { text, .. } => text,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// How many `CLUSTERDOWN` answers the node has given (`INFO errorstats`).
+async fn cluster_down_answers(node: &Node) -> u64 {
+    let info = text(node.cmd(&["INFO", "errorstats"]).await.unwrap());
+    info.lines()
+        .find_map(|l| l.strip_prefix("errorstat_CLUSTERDOWN:count="))
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// Polls `check` every 50 ms until it holds, for at most 20 s.
+async fn until<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within 20 s"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A node that sees the cluster down answers every call `CLUSTERDOWN` before running it;
+/// the queue waits for the cluster (up to `CLUSTER_DOWN_PATIENCE`, sending again at growing
+/// intervals) instead of failing the call. The cluster is made down on one primary by
+/// taking from it a slot no shard uses (`CLUSTER DELSLOTS`: with full coverage required it
+/// then refuses everything). Two appends to one of its shards start, from two queues: one
+/// message (one script call) and two (an id reservation, then a transaction). From
+/// the primary's first refusal the cluster stays down 1 s (sending each once more at once,
+/// as after a redirect, gives up within milliseconds), then the slot is given back: both
+/// appends were still waiting, and both succeed, every message stored once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_refused_while_the_cluster_is_down_waits_for_it_and_succeeds() {
+    let Some(base) = ports(9) else { return };
+    let t = ClusterTopology::start("down", base);
+    let q = connect(t.seeds(), "down", QueueOptions::default()).await;
+    let cq = cluster_queue(&q).clone();
+    let victim = busiest(&cq);
+    let node = t.node(&victim).1.clone();
+    // A slot of the victim's that no shard's keys hash to.
+    let shard_slots: HashSet<u16> = (0..cq.shards())
+        .map(|k| key_slot(format!("{{down:{k}}}").as_bytes()))
+        .collect();
+    let nodes = text(node.cmd(&["CLUSTER", "NODES"]).await.unwrap());
+    let mine = nodes.lines().find(|l| l.contains("myself")).unwrap();
+    let slot = mine
+        .split(' ')
+        .skip(8)
+        .filter_map(|r| {
+            let (a, b) = r.split_once('-').unwrap_or((r, r));
+            Some(a.parse::<u16>().ok()?..=b.parse::<u16>().ok()?)
+        })
+        .flatten()
+        .find(|s| !shard_slots.contains(s))
+        .unwrap()
+        .to_string();
+    // Payloads of one shard the victim serves.
+    let shard = cq.primaries().iter().position(|p| *p == victim).unwrap();
+    let on_victim: Vec<String> = (0..)
+        .map(|i| format!("d{i}"))
+        .filter(|p| cq.shard_of_payload(p.as_bytes()) == shard)
+        .take(3)
+        .collect();
+    // A second process's queue: its appends are not grouped with the first one's.
+    let other = connect(t.seeds(), "down", QueueOptions::default()).await;
+    let refused_before = cluster_down_answers(&node).await;
+    node.cmd(&["CLUSTER", "DELSLOTS", &slot]).await.unwrap();
+    until("the victim sees the cluster down", || {
+        let node = node.clone();
+        async move {
+            text(node.cmd(&["CLUSTER", "INFO"]).await.unwrap()).contains("cluster_state:fail")
+        }
+    })
+    .await;
+    let appending: Vec<_> = [(&q, &on_victim[..1]), (&other, &on_victim[1..])]
+        .into_iter()
+        .map(|(q, payloads)| {
+            let q = q.clone();
+            let batch: Vec<NewMessage> = payloads
+                .iter()
+                .map(|p| NewMessage::new(p.clone().into_bytes()))
+                .collect();
+            tokio::spawn(async move { q.append(batch).await })
+        })
+        .collect();
+    until("the victim refuses the appends", || {
+        let node = node.clone();
+        async move { cluster_down_answers(&node).await > refused_before }
+    })
+    .await;
+    // The outage's length (not a synchronization): well within the patience.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let done = appending.iter().filter(|a| a.is_finished()).count();
+    assert_eq!(done, 0, "appends gave up while the cluster was down");
+    node.cmd(&["CLUSTER", "ADDSLOTS", &slot]).await.unwrap();
+    let mut ids = Vec::new();
+    for a in appending {
+        for appended in a.await.unwrap().unwrap() {
+            assert!(matches!(appended, Appended::New(_)), "{appended:?}");
+            ids.push(appended.id());
+        }
+    }
+    assert_eq!(ids.len(), 3);
+    let leased = q.lease(1000).await.unwrap();
+    assert_eq!(leased.len(), 3);
+    assert_eq!(q.ack(&ids).await.unwrap(), 3);
 }
 
 /// Producers append unique payloads one by one (one of them in batches of 20) as a client

@@ -48,6 +48,18 @@ pub const RECEIPT_TTL: Duration = Duration::from_secs(120);
 /// resend runs, and the error goes to the caller).
 pub const RESEND_WITHIN: Duration = Duration::from_secs(30);
 
+/// How long a call on a Redis Cluster refused with `CLUSTERDOWN` or `TRYAGAIN` waits for the
+/// cluster, sent again at growing intervals (25 ms doubling to 500 ms), before the error
+/// goes to the caller. A node answers `CLUSTERDOWN` while it sees a slot without a working
+/// primary or most primaries unreachable: for a moment during a failover, or on a machine
+/// so busy that the nodes' pings time out, until they answer again plus a rejoin delay
+/// (`cluster-node-timeout`, at most 5 s); `TRYAGAIN` while a slot's keys are migrated.
+/// Both refuse before anything runs and end by themselves, so waiting is safe, and 5 s
+/// rides out those moments. Losing a primary takes `cluster-node-timeout` and an election
+/// (15 s and more by default): that outlasts the wait, and the caller sees the error (the
+/// relay answers 503; a client sends again).
+pub const CLUSTER_DOWN_PATIENCE: Duration = Duration::from_secs(5);
+
 /// The most messages one [`RedisQueue::lease`](super::RedisQueue::lease) returns (Lua's `unpack` limit is ~8000).
 pub const MAX_LEASE: usize = 1000;
 

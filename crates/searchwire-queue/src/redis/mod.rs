@@ -180,8 +180,10 @@
 //! de-duplication); an id keeps its shard in its low 8 bits; each shard has its own link to
 //! the primary of its slot (`CLUSTER SLOTS`, `ROLE` checked; the shards of one primary share
 //! one connection to it), resolved again after `MOVED`, `ASK`, `CLUSTERDOWN`, `READONLY` or a
-//! connection error, with receipts as on a Sentinel link but without the `ROLE` tail (a
-//! Cluster node refuses a slot's writes with `MOVED` unless it is that slot's primary).
+//! connection error (a call refused with `CLUSTERDOWN` or `TRYAGAIN` is sent again at
+//! growing intervals for up to [`CLUSTER_DOWN_PATIENCE`]), with receipts as on a Sentinel
+//! link but without the `ROLE` tail (a Cluster node refuses a slot's writes with `MOVED`
+//! unless it is that slot's primary).
 //! Delivery order holds per shard only. A lease call takes from the shards of one primary
 //! (the starting shard's, the start going round the shards), then from the others if that
 //! was not enough, so every shard gets its share over calls and one call's leases and acks
@@ -205,6 +207,7 @@ mod migrate_tests;
 mod receipt_tests;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use crate::error::{Error, ErrorKind, Result};
 use crate::message::{Lease, Message, Rescheduled};
@@ -212,9 +215,9 @@ use crate::{record, QueueOptions, Timestamp};
 pub use cluster::{key_slot, RedisClusterQueue};
 pub use config::{ClusterConfig, SentinelConfig, DEFAULT_SHARDS, MAX_SHARDS};
 pub use config::{
-    RedisConfig, CONNECT_TIMEOUT, DEFAULT_CHUNK, DEFAULT_GROUP, DEFAULT_REPLICA_TIMEOUT,
-    DEFAULT_SMALL_APPEND, DEFAULT_STREAM, MAX_LEASE, RECEIPT_TTL, RECONNECT_TRIES, RESEND_WITHIN,
-    RESPONSE_TIMEOUT,
+    RedisConfig, CLUSTER_DOWN_PATIENCE, CONNECT_TIMEOUT, DEFAULT_CHUNK, DEFAULT_GROUP,
+    DEFAULT_REPLICA_TIMEOUT, DEFAULT_SMALL_APPEND, DEFAULT_STREAM, MAX_LEASE, RECEIPT_TTL,
+    RECONNECT_TRIES, RESEND_WITHIN, RESPONSE_TIMEOUT,
 };
 use keys::Keys;
 use link::Link;
@@ -245,6 +248,52 @@ impl std::fmt::Debug for RedisQueue {
 
 fn redis_err(what: &str, e: redis::RedisError) -> Error {
     Error::with_source(ErrorKind::Redis, format!("redis: {what} failed"), e)
+}
+
+/// Whether `e` refused the call before anything of it ran in a way a primary resolved
+/// anew cures at once: a replica now (`READONLY`), a slot served elsewhere (`MOVED`,
+/// `ASK`), no connection.
+fn refused_before_running(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::ReadOnly | redis::ErrorKind::Moved | redis::ErrorKind::Ask
+    ) || e.is_connection_refusal()
+}
+
+/// Whether `e` is `CLUSTERDOWN` or `TRYAGAIN`: refused before running, and over by itself.
+fn is_cluster_wait(e: &redis::RedisError) -> bool {
+    matches!(
+        e.kind(),
+        redis::ErrorKind::ClusterDown | redis::ErrorKind::TryAgain
+    )
+}
+
+/// The first wait after a `CLUSTERDOWN` or `TRYAGAIN`; each next one doubles, up to
+/// [`CLUSTER_DOWN_STEP_CAP`].
+const CLUSTER_DOWN_FIRST_STEP: Duration = Duration::from_millis(25);
+const CLUSTER_DOWN_STEP_CAP: Duration = Duration::from_millis(500);
+
+/// How long to wait before sending again a call refused with `CLUSTERDOWN` (the node does
+/// not see every slot served: a failover or a slot change in progress) or `TRYAGAIN` (the
+/// slot's keys are being migrated): both refuse before running anything, and both end by
+/// themselves, so the call waits for that (`down` keeps when the first came and the last
+/// step) up to [`CLUSTER_DOWN_PATIENCE`] in all. `None`: another error, or waited enough.
+fn wait_for_cluster(
+    e: &redis::RedisError,
+    down: &mut Option<(tokio::time::Instant, Duration)>,
+) -> Option<Duration> {
+    if !is_cluster_wait(e) {
+        return None;
+    }
+    let (since, step) = match *down {
+        None => (tokio::time::Instant::now(), CLUSTER_DOWN_FIRST_STEP),
+        Some((since, last)) => (since, (last * 2).min(CLUSTER_DOWN_STEP_CAP)),
+    };
+    if since.elapsed() + step > CLUSTER_DOWN_PATIENCE {
+        return None;
+    }
+    *down = Some((since, step));
+    Some(step)
 }
 
 impl RedisQueue {
@@ -409,9 +458,11 @@ impl RedisQueue {
     /// Sends a pipeline of script calls; if Redis lost its script cache (a restart, a
     /// failover to a replica that never loaded them), loads the scripts and sends it again
     /// (a NOSCRIPT reply means no script ran). On a Sentinel or Cluster link a failure marks the
-    /// connection stale (the next call resolves the primary again), and a call refused
-    /// because the server is a replica now (`READONLY`) or the connection was refused (so
-    /// nothing ran) is sent once more to the primary resolved anew.
+    /// connection stale (the next call resolves the primary again). A call refused before
+    /// anything ran is sent again to the primary resolved anew: once at once when the
+    /// server is a replica now (`READONLY`), the slot is served elsewhere (`MOVED`, `ASK`)
+    /// or the connection was refused; at growing intervals for up to
+    /// [`CLUSTER_DOWN_PATIENCE`] after `CLUSTERDOWN` or `TRYAGAIN` (see `wait_for_cluster`).
     async fn run_pipe<T: redis::FromRedisValue>(
         &self,
         what: &str,
@@ -421,8 +472,9 @@ impl RedisQueue {
     }
 
     /// [`Self::run_pipe`], pinned to one connection when `pin` is given: the first call
-    /// records the connection's generation there, a later one with the same `pin` fails
-    /// (and sends nothing) if the primary was resolved anew since, and is not sent again.
+    /// records the connection's generation there (and may be sent again as above, the pin
+    /// then taking the new generation), a later one with the same `pin` fails (and sends
+    /// nothing) if the primary was resolved anew since, and is not sent again.
     /// For the steps of one operation that must reach the same server (ids reserved on one
     /// primary must be written there: a newly promoted one may hand out the same ids).
     async fn run_pipe_pinned<T: redis::FromRedisValue>(
@@ -431,7 +483,11 @@ impl RedisQueue {
         pipe: &redis::Pipeline,
         mut pin: Option<&mut Option<u64>>,
     ) -> Result<T> {
-        let mut again = self.link.follows_failover() && pin.is_none();
+        // Only a call that is an operation's first step (nothing of it reached a server yet)
+        // may be sent again: a later pinned step must reach the same server or fail.
+        let first_step = self.link.follows_failover() && pin.as_deref().is_none_or(Option::is_none);
+        let mut resent = false;
+        let mut down = None;
         loop {
             let handle = self.link.get().await?;
             if let Some(pin) = pin.as_deref_mut() {
@@ -465,18 +521,30 @@ impl RedisQueue {
                 Ok(v) => return Ok(v),
                 Err(e) => {
                     self.link.failed(handle.generation, &e);
-                    // Refused before anything ran: a replica now, a slot served elsewhere
-                    // (MOVED, ASK), a cluster without a primary for it yet, no connection.
-                    let nothing_ran = matches!(
-                        e.kind(),
-                        redis::ErrorKind::ReadOnly
-                            | redis::ErrorKind::Moved
-                            | redis::ErrorKind::Ask
-                            | redis::ErrorKind::ClusterDown
-                            | redis::ErrorKind::TryAgain
-                    ) || e.is_connection_refusal();
-                    if again && nothing_ran {
-                        again = false;
+                    if first_step {
+                        if let Some(wait) = wait_for_cluster(&e, &mut down) {
+                            tracing::debug!(error = %e, ?wait, "redis: {what}: the cluster is not serving the slot yet; waiting");
+                            tokio::time::sleep(wait).await;
+                        } else if !resent && refused_before_running(&e) {
+                            resent = true;
+                        } else if let (Some((since, _)), true) = (down, is_cluster_wait(&e)) {
+                            return Err(Error::with_source(
+                                ErrorKind::Redis,
+                                format!(
+                                    "redis: {what} failed: the Redis Cluster did not serve the \
+                                     slot for {:.1?} (a failover, a slot migration, or a \
+                                     primary lost and not replaced yet); nothing ran: send it \
+                                     again, and see CLUSTER INFO",
+                                    since.elapsed()
+                                ),
+                                e,
+                            ));
+                        } else {
+                            return Err(redis_err(what, e));
+                        }
+                        if let Some(pin) = pin.as_deref_mut() {
+                            *pin = None;
+                        }
                         continue;
                     }
                     return Err(redis_err(what, e));
@@ -596,5 +664,36 @@ mod tests {
         // The old queue-only redaction showed these whole.
         assert_eq!(redact("u:secret@h:6379"), "<redacted>@h:6379");
         assert_eq!(redact("redis//u:secret@h:6379"), "<redacted>@h:6379");
+    }
+
+    /// The waits after `CLUSTERDOWN`/`TRYAGAIN`: 25 ms doubling to 500 ms, as long as the
+    /// next one ends within the patience; none for other errors.
+    #[tokio::test(flavor = "current_thread", start_paused = true)]
+    async fn a_cluster_down_is_waited_for_with_growing_steps_up_to_the_patience() {
+        let down = redis::RedisError::from((redis::ErrorKind::ClusterDown, "The cluster is down"));
+        let again = redis::RedisError::from((redis::ErrorKind::TryAgain, "Multiple keys"));
+        let moved = redis::RedisError::from((redis::ErrorKind::Moved, "3999 127.0.0.1:6381"));
+        let mut state = None;
+        assert_eq!(wait_for_cluster(&moved, &mut state), None);
+        assert_eq!(state, None, "another error starts no wait");
+        let started = tokio::time::Instant::now();
+        let mut steps = Vec::new();
+        while let Some(step) = wait_for_cluster(
+            if steps.len() % 2 == 0 { &down } else { &again },
+            &mut state,
+        ) {
+            steps.push(step.as_millis());
+            tokio::time::sleep(step).await;
+        }
+        assert_eq!(&steps[..6], &[25, 50, 100, 200, 400, 500]);
+        assert!(steps[6..].iter().all(|&s| s == 500), "{steps:?}");
+        let waited = started.elapsed();
+        assert!(waited <= CLUSTER_DOWN_PATIENCE, "{waited:?}");
+        assert!(
+            waited + CLUSTER_DOWN_STEP_CAP > CLUSTER_DOWN_PATIENCE,
+            "{waited:?}"
+        );
+        // 25 + 50 + ... + 400 = 775 ms, then 500 ms steps while they end within 5 s.
+        assert_eq!(steps.len(), 5 + 8);
     }
 }
