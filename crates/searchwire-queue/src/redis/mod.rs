@@ -250,6 +250,19 @@ fn redis_err(what: &str, e: redis::RedisError) -> Error {
     Error::with_source(ErrorKind::Redis, format!("redis: {what} failed"), e)
 }
 
+/// A call refused with `CLUSTERDOWN`/`TRYAGAIN` for `waited`, past the patience.
+fn cluster_down_err(what: &str, waited: Duration, e: redis::RedisError) -> Error {
+    Error::with_source(
+        ErrorKind::Redis,
+        format!(
+            "redis: {what} failed: the Redis Cluster did not serve the slot for {waited:.1?} \
+             (a failover, a slot migration, or a primary lost and not replaced yet); nothing \
+             ran: send it again, and see CLUSTER INFO"
+        ),
+        e,
+    )
+}
+
 /// Whether `e` refused the call before anything of it ran in a way a primary resolved
 /// anew cures at once: a replica now (`READONLY`), a slot served elsewhere (`MOVED`,
 /// `ASK`), no connection.
@@ -527,18 +540,8 @@ impl RedisQueue {
                             tokio::time::sleep(wait).await;
                         } else if !resent && refused_before_running(&e) {
                             resent = true;
-                        } else if let (Some((since, _)), true) = (down, is_cluster_wait(&e)) {
-                            return Err(Error::with_source(
-                                ErrorKind::Redis,
-                                format!(
-                                    "redis: {what} failed: the Redis Cluster did not serve the \
-                                     slot for {:.1?} (a failover, a slot migration, or a \
-                                     primary lost and not replaced yet); nothing ran: send it \
-                                     again, and see CLUSTER INFO",
-                                    since.elapsed()
-                                ),
-                                e,
-                            ));
+                        } else if let Some((since, _)) = down.filter(|_| is_cluster_wait(&e)) {
+                            return Err(cluster_down_err(what, since.elapsed(), e));
                         } else {
                             return Err(redis_err(what, e));
                         }
