@@ -20,7 +20,7 @@
 #
 # CONFIGS is QUEUE_BENCH_CONFIGS (batch x tasks). Every server runs with `appendonly yes`,
 # `appendfsync always` (scripts/redis); all are started here and stopped on exit (by pid).
-# Ports: SEARCHWIRE_REDIS_PORT_BASE (6, and their bus ports +10000) if set, else free ones.
+# Ports: SEARCHWIRE_REDIS_PORT_BASE (6, and their bus ports -10000) if set, else free ones.
 # Results: docs/benchmarks.md, "Redis queue: on a Redis Cluster".
 set -euo pipefail
 cd "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/.."

@@ -15,7 +15,7 @@ pub struct ClusterTopology {
 }
 
 impl ClusterTopology {
-    /// Starts a cluster on the ports `base`..`base + 5` (and their bus ports, +10000).
+    /// Starts a cluster on the ports `base`..`base + 5` (and their bus ports, -10000).
     pub fn start(name: &str, base: u16) -> ClusterTopology {
         let state = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("../../.redis/cluster-tests")
