@@ -16,8 +16,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use real_support::{
-    answered_in_flight, cluster_cmd, create_ordered_index, landed, refreshed_count, Landed,
-    ResumeAll, BIN, OPENSEARCH,
+    cluster_cmd, create_ordered_index, landed, settled_after_outage, Landed, ResumeAll, BIN,
+    OPENSEARCH,
 };
 use searchwire::{Client, Request};
 use serde_json::Value;
@@ -112,13 +112,12 @@ fn an_ingest_while_every_node_is_stopped_completes_into_the_queue_and_drains_in_
         drop(resume); // every node resumes
 
         // What the stopped nodes had in their socket buffers (bulks the ingest sent before
-        // its requests timed out) lands now: wait until the nodes answered all of it — every
-        // connection of the ingest closed and no bulk task left — so delivery below writes
-        // after it. This test holds no connection meanwhile.
+        // its requests timed out) lands now: wait until the nodes answered all of it, so
+        // delivery below writes after it (real_support::settled_after_outage). This test
+        // holds no connection meanwhile.
         drop(client);
-        let (open, tasks) = answered_in_flight(&urls).await;
+        let (open, tasks, pre) = settled_after_outage(&urls, INDEX).await;
         let client = Client::builder().nodes(urls.clone()).build().unwrap();
-        let pre = refreshed_count(&client, INDEX).await;
         // The `_seq_no` above which delivery wrote.
         let mut pre_max = None;
         for name in ["lo", "hi"] {

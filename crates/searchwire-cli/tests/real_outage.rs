@@ -32,8 +32,8 @@ use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use real_support::{
-    answered_in_flight, cluster_cmd, cluster_health, create_ordered_index, landed, refreshed_count,
-    Landed, ResumeAll, OPENSEARCH,
+    cluster_cmd, cluster_health, create_ordered_index, landed, refreshed_count,
+    settled_after_outage, Landed, ResumeAll, OPENSEARCH,
 };
 use relay_support::{
     free_port, health, http, http_with, spawn_relay, terminate, wait_drained, BIN,
@@ -207,31 +207,18 @@ fn an_ingest_during_a_full_outage_is_queued_then_delivered_once_in_priority_orde
         .await;
 
         // What the stopped nodes had in their socket buffers (bulks the relay sent before its
-        // requests timed out) lands now: wait until the nodes answered all of it — every
-        // connection of the old relay closed and no bulk task left — so delivery below writes
-        // after it. This test holds no connection meanwhile.
+        // requests timed out) lands now: wait until the nodes answered all of it, so delivery
+        // below writes after it (real_support::settled_after_outage). This test holds no
+        // connection meanwhile.
         drop(client);
-        let (open, tasks) = answered_in_flight(&urls).await;
+        let (open, tasks, settled) = settled_after_outage(&urls, INDEX).await;
         eprintln!("{open} connections and {tasks} bulk tasks were still open at resume");
         let client = Client::builder().nodes(urls.clone()).build().unwrap();
-        // A request still in a node's accept backlog is neither an open connection nor a
-        // task until the node takes it: the index must also stay unchanged for 3 s (no
-        // connection of this test is open meanwhile but the count's).
-        let mut last = refreshed_count(&client, INDEX).await;
-        let mut quiet_since = Instant::now();
-        let settle_by = Instant::now() + Duration::from_secs(120);
-        while quiet_since.elapsed() < Duration::from_secs(3) {
-            assert!(Instant::now() < settle_by, "the index never stopped changing: {last}");
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            let now = refreshed_count(&client, INDEX).await;
-            if now != last {
-                (last, quiet_since) = (now, Instant::now());
-            }
-        }
         let mut before: HashSet<String> = HashSet::new();
         for name in ["hi", "lo"] {
             before.extend(landed(&client, INDEX, name).await.into_iter().map(|d| d.id));
         }
+        assert_eq!(before.len() as u64, settled, "the index changed after it settled");
         eprintln!("{} documents landed from requests sent during the outage", before.len());
 
         let t1 = Instant::now();
@@ -263,10 +250,37 @@ fn an_ingest_during_a_full_outage_is_queued_then_delivered_once_in_priority_orde
         let (high, low) = (delivered(&high), delivered(&low));
         let last_high = high.iter().map(|d| d.seq_no).max().unwrap_or(0);
         let first_low = low.iter().map(|d| d.seq_no).min().unwrap_or(u64::MAX);
-        assert!(
-            last_high < first_low,
-            "a low-priority document ({first_low}) before a high one ({last_high})"
-        );
+        if last_high > first_low {
+            let first_delivered = high
+                .iter()
+                .chain(low.iter())
+                .map(|d| d.seq_no)
+                .min()
+                .unwrap_or(0);
+            let early: Vec<&Landed> = low.iter().filter(|d| d.seq_no < last_high).collect();
+            let late: Vec<&Landed> = high.iter().filter(|d| d.seq_no > first_low).collect();
+            let span = |v: &[&Landed]| {
+                format!(
+                    "{} documents, ids {:?}..{:?}, seq_no {:?}..{:?}",
+                    v.len(),
+                    v.iter().map(|d| d.n).min(),
+                    v.iter().map(|d| d.n).max(),
+                    v.iter().map(|d| d.seq_no).min(),
+                    v.iter().map(|d| d.seq_no).max()
+                )
+            };
+            let outcomes: Vec<&str> = metrics
+                .lines()
+                .filter(|l| l.starts_with("searchwire_relay_delivered_total"))
+                .collect();
+            panic!(
+                "a low-priority document ({first_low}) before a high one ({last_high}); \
+                 delivery's first seq_no {first_delivered}; low written early: {}; high written late: {}; \
+                 the draining relay's outcomes: {outcomes:?}",
+                span(&early),
+                span(&late)
+            );
+        }
         // Within a priority, in lease order (retry_at, then arrival: a message the first relay
         // tried and rescheduled during the outage comes after later arrivals).
         let seq = |d: &[Landed]| {

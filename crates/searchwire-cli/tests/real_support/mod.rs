@@ -257,46 +257,19 @@ pub async fn landed(client: &Client, index: &str, name: &str) -> Vec<Landed> {
 /// gone (say, bulks a timed-out client left in the socket buffers of stopped nodes): first
 /// until no HTTP connection is open on any node but the one asking — a node closes a
 /// connection when it reads its end, so it has read and dispatched every request before
-/// it — then until no bulk task runs. Each poll is a fresh client with one connection to
-/// `urls[0]` (the stats cover every node); the caller must hold no connection of its own
-/// (drop its clients first). Returns the open connections and bulk tasks seen at the first
-/// poll; panics after 60 s.
+/// it — then until no bulk task runs. A poll counts only when every one of the `urls.len()`
+/// nodes answered both (a node that has left the cluster for a moment, as a node just
+/// resumed from SIGSTOP can, still holds its requests but is missing from the stats and the
+/// task list). Each poll is a fresh client with one connection to `urls[0]` (the stats
+/// cover every node); the caller must hold no connection of its own (drop its clients
+/// first). Returns the open connections and bulk tasks seen at the first complete poll;
+/// panics after 60 s.
 pub async fn answered_in_flight(urls: &[String]) -> (u64, u64) {
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut first = None;
     loop {
-        let c = Client::builder().nodes([urls[0].clone()]).build().unwrap();
-        let open = match c.send(Request::get("/_nodes/stats/http")).await {
-            Ok(r) => r.json::<Value>().ok().map(|v| {
-                v["nodes"]
-                    .as_object()
-                    .map(|n| {
-                        n.values()
-                            .filter_map(|x| x["http"]["current_open"].as_u64())
-                            .sum::<u64>()
-                    })
-                    .unwrap_or(0)
-            }),
-            Err(_) => None,
-        };
-        let tasks = match c
-            .send(Request::get("/_tasks?actions=indices:data/write/bulk*"))
-            .await
-        {
-            Ok(r) => r.json::<Value>().ok().map(|v| {
-                v["nodes"]
-                    .as_object()
-                    .map(|n| {
-                        n.values()
-                            .filter_map(|x| x["tasks"].as_object().map(|t| t.len() as u64))
-                            .sum::<u64>()
-                    })
-                    .unwrap_or(0)
-            }),
-            Err(_) => None,
-        };
-        drop(c);
-        if let (Some(open), Some(tasks)) = (open, tasks) {
+        let polled = in_flight(urls).await;
+        if let Some((open, tasks)) = polled {
             first.get_or_insert((open, tasks));
             // `open` counts this poll's own connection.
             if open <= 1 && tasks == 0 {
@@ -305,10 +278,108 @@ pub async fn answered_in_flight(urls: &[String]) -> (u64, u64) {
         }
         assert!(
             Instant::now() < deadline,
-            "requests still in flight after 60 s: {open:?} HTTP connections open, {tasks:?} bulk tasks"
+            "requests still in flight after 60 s (open HTTP connections, bulk tasks; \
+             None: not every node answered): {polled:?}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// One poll of [`answered_in_flight`]: HTTP connections open and bulk tasks running over
+/// all nodes, or `None` unless all `urls.len()` nodes answered both.
+async fn in_flight(urls: &[String]) -> Option<(u64, u64)> {
+    let nodes = urls.len() as u64;
+    let c = Client::builder().nodes([urls[0].clone()]).build().unwrap();
+    let stats: Value = json_of(&c, Request::get("/_nodes/stats/http")).await?;
+    if stats["_nodes"]["successful"].as_u64() != Some(nodes) {
+        return None;
+    }
+    let open = stats["nodes"]
+        .as_object()?
+        .values()
+        .filter_map(|x| x["http"]["current_open"].as_u64())
+        .sum::<u64>();
+    // The task list names only nodes with a matching task; a node that did not answer is
+    // in `node_failures`, and one outside the cluster in neither, so the cluster's own
+    // node count is checked too.
+    let tasks: Value =
+        json_of(&c, Request::get("/_tasks?actions=indices:data/write/bulk*")).await?;
+    if tasks["node_failures"]
+        .as_array()
+        .is_some_and(|f| !f.is_empty())
+    {
+        return None;
+    }
+    let running = tasks["nodes"].as_object().map_or(0, |n| {
+        n.values()
+            .filter_map(|x| x["tasks"].as_object().map(|t| t.len() as u64))
+            .sum::<u64>()
+    });
+    let health: Value = json_of(&c, Request::get("/_cluster/health")).await?;
+    if health["number_of_nodes"].as_u64() != Some(nodes) {
+        return None;
+    }
+    Some((open, running))
+}
+
+/// Waits until what an outage left in the nodes has been written, so that what is in
+/// `index` afterwards is all of it: [`answered_in_flight`], then the index's count
+/// unchanged for 3 s over complete refreshes with every node in the cluster (a request
+/// still in a node's accept backlog is neither an open connection nor a task until the
+/// node takes it), then [`answered_in_flight`] once more, which must find nothing left;
+/// otherwise the whole wait starts again. The caller holds no connection meanwhile.
+/// Returns the first poll's open connections and bulk tasks and the settled count; panics
+/// after 180 s.
+pub async fn settled_after_outage(urls: &[String], index: &str) -> (u64, u64, u64) {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    let first = answered_in_flight(urls).await;
+    loop {
+        let client = Client::builder().nodes(urls.to_vec()).build().unwrap();
+        let mut last = complete_count(&client, index, urls.len()).await;
+        let mut quiet_since = Instant::now();
+        while last.is_none() || quiet_since.elapsed() < Duration::from_secs(3) {
+            assert!(
+                Instant::now() < deadline,
+                "the index never stopped changing: {last:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(250)).await;
+            let now = complete_count(&client, index, urls.len()).await;
+            if now.is_none() || now != last {
+                (last, quiet_since) = (now, Instant::now());
+            }
+        }
+        drop(client);
+        let (open, tasks) = answered_in_flight(urls).await;
+        // `open` counts the poll's own connection.
+        if open <= 1 && tasks == 0 {
+            return (first.0, first.1, last.unwrap_or(0));
+        }
+        assert!(
+            Instant::now() < deadline,
+            "requests kept arriving after the index was quiet for 3 s"
+        );
+    }
+}
+
+/// The JSON answer to `request`, or `None` when it failed or was not JSON.
+async fn json_of(client: &Client, request: Request) -> Option<Value> {
+    client.send(request).await.ok()?.json().ok()
+}
+
+/// The count after a refresh that reached every shard copy, with all `nodes` in the
+/// cluster; `None` when any of that did not hold.
+async fn complete_count(client: &Client, index: &str, nodes: usize) -> Option<u64> {
+    let health: Value = json_of(client, Request::get("/_cluster/health")).await?;
+    if health["number_of_nodes"].as_u64() != Some(nodes as u64) {
+        return None;
+    }
+    let refresh: Value = json_of(client, Request::post(format!("/{index}/_refresh"))).await?;
+    let shards = &refresh["_shards"];
+    if shards["failed"].as_u64() != Some(0) || shards["successful"] != shards["total"] {
+        return None;
+    }
+    let count: Value = json_of(client, Request::get(format!("/{index}/_count"))).await?;
+    count["count"].as_u64()
 }
 
 /// The count after a refresh: every write acknowledged before it is counted.
