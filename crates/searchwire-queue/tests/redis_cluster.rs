@@ -541,11 +541,30 @@ async fn killing_a_primary_under_load_loses_and_doubles_nothing() {
             errors.clone(),
         )));
     }
-    // Under load: SIGKILL the primary of the most shards.
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    // Under load: SIGKILL the primary of the most shards once a random share of the
+    // payloads, between 5 % and 50 %, is acknowledged (seeded; the seed is printed, and
+    // SEARCHWIRE_KILL_SEED replays a run). The failover acknowledges a few hundred more, so
+    // half the load is left to feel it.
+    let seed = std::env::var("SEARCHWIRE_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::u64(..));
+    let kill_after = all.len() * fastrand::Rng::with_seed(seed).usize(5..=50) / 100;
+    eprintln!("SEARCHWIRE_KILL_SEED={seed}: SIGKILL after {kill_after} acknowledged payloads");
+    let reached = tokio::time::timeout(Duration::from_secs(60), async {
+        while acked.lock().unwrap().len() < kill_after {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(
+        reached.is_ok(),
+        "the producers never reached {kill_after} acknowledgements"
+    );
     let (victim_i, victim_node) = t.node(&victim);
     let victim_node = victim_node.clone();
     let killed_at = tokio::time::Instant::now();
+    let acked_at_kill = acked.lock().unwrap().len();
     victim_node.signal("KILL");
     t.await_role(&heir, "master", Duration::from_secs(30)).await;
     let promoted_at = tokio::time::Instant::now();
@@ -620,8 +639,10 @@ async fn killing_a_primary_under_load_loses_and_doubles_nothing() {
         );
     }
     eprintln!(
-        "killed {victim} (shards {lost_shards:?}); promoted {heir} after {:?}; {} append \
-         errors, {during} appends to other shards acknowledged meanwhile; per shard {per_shard:?}",
+        "killed {victim} (shards {lost_shards:?}) after {acked_at_kill} of {} payloads were \
+         acknowledged; promoted {heir} after {:?}; {} append errors, {during} appends to other \
+         shards acknowledged meanwhile; per shard {per_shard:?}",
+        all.len(),
         promoted_at - killed_at,
         errors.len()
     );
