@@ -384,9 +384,9 @@ async fn until<F: std::future::Future<Output = bool>>(what: &str, mut check: imp
 /// intervals) instead of failing the call. The cluster is made down on one primary by
 /// taking from it a slot no shard uses (`CLUSTER DELSLOTS`: with full coverage required it
 /// then refuses everything). Two appends to one of its shards start, from two queues: one
-/// message (one script call) and two (an id reservation, then a transaction). From
-/// the primary's first refusal the cluster stays down 1 s (sending each once more at once,
-/// as after a redirect, gives up within milliseconds), then the slot is given back: both
+/// message (one script call) and two (an id reservation, then a transaction). The cluster
+/// stays down until the primary has refused them 8 times in all (sending each once more at
+/// once, as after a redirect, gives up after 3 refusals), then the slot is given back: both
 /// appends were still waiting, and both succeed, every message stored once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_refused_while_the_cluster_is_down_waits_for_it_and_succeeds() {
@@ -447,8 +447,19 @@ async fn a_call_refused_while_the_cluster_is_down_waits_for_it_and_succeeds() {
         async move { cluster_down_answers(&node).await > refused_before }
     })
     .await;
-    // The outage's length (not a synchronization): well within the patience.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The outage lasts until the victim has refused the appends 8 times in all, or one of
+    // them gave up: sent once more at once, as after a redirect, they give up after 3 or 4
+    // refusals; waiting, each is refused again 25, 75, 175, ... ms after its first, well
+    // within the patience.
+    until(
+        "the victim refuses the waiting appends again and again",
+        || {
+            let node = node.clone();
+            let gave_up = appending.iter().any(|a| a.is_finished());
+            async move { gave_up || cluster_down_answers(&node).await >= refused_before + 8 }
+        },
+    )
+    .await;
     let done = appending.iter().filter(|a| a.is_finished()).count();
     assert_eq!(done, 0, "appends gave up while the cluster was down");
     node.cmd(&["CLUSTER", "ADDSLOTS", &slot]).await.unwrap();
@@ -467,11 +478,13 @@ async fn a_call_refused_while_the_cluster_is_down_waits_for_it_and_succeeds() {
 
 /// Producers append unique payloads one by one (one of them in batches of 20) as a client
 /// of the relay would: a failed append is sent again later, until it is acknowledged.
+/// `progress` counts the payloads acknowledged so far, over all producers.
 async fn produce(
     q: Queue,
     payloads: Vec<String>,
     batch: usize,
     acked: Arc<std::sync::Mutex<Vec<(tokio::time::Instant, String, MessageId)>>>,
+    progress: Arc<tokio::sync::watch::Sender<usize>>,
     errors: Arc<std::sync::Mutex<Vec<String>>>,
 ) {
     let mut pending: Vec<Vec<String>> = payloads.chunks(batch).map(<[_]>::to_vec).collect();
@@ -487,9 +500,11 @@ async fn produce(
                 Ok(answers) => {
                     let now = tokio::time::Instant::now();
                     let mut a = acked.lock().unwrap();
+                    let n = b.len();
                     for (p, ans) in b.into_iter().zip(answers) {
                         a.push((now, p, ans.id()));
                     }
+                    progress.send_modify(|acked| *acked += n);
                 }
                 Err(e) => {
                     errors.lock().unwrap().push(format!("{e:#}"));
@@ -526,6 +541,7 @@ async fn killing_a_primary_under_load_loses_and_doubles_nothing() {
         .collect();
 
     let acked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let progress = Arc::new(tokio::sync::watch::Sender::new(0usize));
     let errors = Arc::new(std::sync::Mutex::new(Vec::new()));
     let mut all = Vec::new();
     let mut producers = Vec::new();
@@ -538,6 +554,7 @@ async fn killing_a_primary_under_load_loses_and_doubles_nothing() {
             payloads,
             batch,
             acked.clone(),
+            progress.clone(),
             errors.clone(),
         )));
     }
@@ -551,14 +568,14 @@ async fn killing_a_primary_under_load_loses_and_doubles_nothing() {
         .unwrap_or_else(|| fastrand::u64(..));
     let kill_after = all.len() * fastrand::Rng::with_seed(seed).usize(5..=50) / 100;
     eprintln!("SEARCHWIRE_KILL_SEED={seed}: SIGKILL after {kill_after} acknowledged payloads");
-    let reached = tokio::time::timeout(Duration::from_secs(60), async {
-        while acked.lock().unwrap().len() < kill_after {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
+    let mut acknowledged = progress.subscribe();
+    let reached = tokio::time::timeout(
+        Duration::from_secs(60),
+        acknowledged.wait_for(|n| *n >= kill_after),
+    )
     .await;
     assert!(
-        reached.is_ok(),
+        reached.is_ok_and(|r| r.is_ok()),
         "the producers never reached {kill_after} acknowledgements"
     );
     let (victim_i, victim_node) = t.node(&victim);
