@@ -253,40 +253,98 @@ pub async fn landed(client: &Client, index: &str, name: &str) -> Vec<Landed> {
         .collect()
 }
 
-/// Waits until the nodes have answered every request sent to them on connections that are
-/// gone (say, bulks a timed-out client left in the socket buffers of stopped nodes): first
-/// until no HTTP connection is open on any node but the one asking — a node closes a
-/// connection when it reads its end, so it has read and dispatched every request before
-/// it — then until no bulk task runs. A poll counts only when every one of the `urls.len()`
-/// nodes answered both (a node that has left the cluster for a moment, as a node just
-/// resumed from SIGSTOP can, still holds its requests but is missing from the stats and the
-/// task list). Each poll is a fresh client with one connection to `urls[0]` (the stats
-/// cover every node); the caller must hold no connection of its own (drop its clients
-/// first). Returns the open connections and bulk tasks seen at the first complete poll;
-/// panics after 60 s.
-pub async fn answered_in_flight(urls: &[String]) -> (u64, u64) {
-    let deadline = Instant::now() + Duration::from_secs(60);
+/// Waits until what an outage left in the nodes (say, bulks a timed-out client left in the
+/// socket buffers of stopped nodes) has been written, so that what is in `index` afterwards
+/// is all of it. Each poll checks, in this order:
+/// - the kernel's loopback sockets ([`unread_by_nodes`]): no connection waits in a node's
+///   accept queue, no byte sent to a node is unread by it or still in its sender's queue
+///   (an orphaned socket of a client that exited retransmits until the node takes it);
+/// - the nodes ([`in_flight`]): every node in the cluster and answering, no HTTP connection
+///   open but the poll's own (a node closes a connection when it reads its end, after it
+///   dispatched every request on it) and no bulk task running;
+/// - the count after a refresh that reached every shard copy.
+///
+/// A request is therefore in a socket at the first check, a connection or a task at the
+/// second, or written before the count. The caller must hold no connection of its own
+/// (drop its clients first). Returns the open connections and bulk tasks of the first
+/// complete poll of the nodes, and the count; panics after 180 s.
+pub async fn settled_after_outage(urls: &[String], index: &str) -> (u64, u64, u64) {
+    let ports: Vec<u16> = urls
+        .iter()
+        .map(|u| {
+            let port = u.trim_end_matches('/').rsplit(':').next().unwrap();
+            port.parse().unwrap()
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(180);
     let mut first = None;
     loop {
+        let unread = unread_by_nodes(&ports);
         let polled = in_flight(urls).await;
-        if let Some((open, tasks)) = polled {
-            first.get_or_insert((open, tasks));
-            // `open` counts this poll's own connection.
-            if open <= 1 && tasks == 0 {
-                return first.unwrap_or((open, tasks));
+        if let Some(p) = polled {
+            first.get_or_insert(p);
+        }
+        // `open` counts the poll's own connection.
+        if unread.is_empty() && polled.is_some_and(|(open, tasks)| open <= 1 && tasks == 0) {
+            let client = Client::builder().nodes(urls.to_vec()).build().unwrap();
+            if let Some(count) = complete_count(&client, index, urls.len()).await {
+                let (open, tasks) = first.unwrap_or((0, 0));
+                return (open, tasks, count);
             }
         }
         assert!(
             Instant::now() < deadline,
-            "requests still in flight after 60 s (open HTTP connections, bulk tasks; \
-             None: not every node answered): {polled:?}"
+            "requests still in flight after 180 s: sockets {unread:?}; (open HTTP connections, \
+             bulk tasks) {polled:?} (None: not every node answered)"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 
-/// One poll of [`answered_in_flight`]: HTTP connections open and bulk tasks running over
-/// all nodes, or `None` unless all `urls.len()` nodes answered both.
+/// The loopback TCP sockets (`/proc/net/tcp`, `/proc/net/tcp6`) holding something for a
+/// node listening on one of `ports`: its listening socket with connections not accepted
+/// yet, a connection of its with bytes it has not read, or a connection to it with bytes
+/// not yet acknowledged by it. Each as `local -> remote state tx:rx` (hex, as the kernel
+/// prints them).
+fn unread_by_nodes(ports: &[u16]) -> Vec<String> {
+    let port_of = |addr: &str| {
+        addr.rsplit(':')
+            .next()
+            .and_then(|p| u16::from_str_radix(p, 16).ok())
+    };
+    let mut held = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let [_, local, remote, state, queues, ..] = f[..] else {
+                continue;
+            };
+            let Some((tx, rx)) = queues.split_once(':') else {
+                continue;
+            };
+            let (tx, rx) = (
+                u64::from_str_radix(tx, 16).unwrap_or(0),
+                u64::from_str_radix(rx, 16).unwrap_or(0),
+            );
+            let at_node = port_of(local).is_some_and(|p| ports.contains(&p));
+            let to_node = port_of(remote).is_some_and(|p| ports.contains(&p));
+            // A listening socket's rx is its accept queue; a connection's rx the bytes its
+            // owner has not read, tx those its peer has not acknowledged.
+            if (at_node && rx > 0) || (to_node && tx > 0) {
+                held.push(format!("{local} -> {remote} {state} {tx:x}:{rx:x}"));
+            }
+        }
+    }
+    held
+}
+
+/// One poll of the nodes for [`settled_after_outage`]: HTTP connections open and bulk tasks
+/// running over all nodes, from a fresh client with one connection to `urls[0]` (the stats
+/// cover every node), or `None` unless all `urls.len()` nodes are in the cluster and
+/// answered both.
 async fn in_flight(urls: &[String]) -> Option<(u64, u64)> {
     let nodes = urls.len() as u64;
     let c = Client::builder().nodes([urls[0].clone()]).build().unwrap();
@@ -320,45 +378,6 @@ async fn in_flight(urls: &[String]) -> Option<(u64, u64)> {
         return None;
     }
     Some((open, running))
-}
-
-/// Waits until what an outage left in the nodes has been written, so that what is in
-/// `index` afterwards is all of it: [`answered_in_flight`], then the index's count
-/// unchanged for 3 s over complete refreshes with every node in the cluster (a request
-/// still in a node's accept backlog is neither an open connection nor a task until the
-/// node takes it), then [`answered_in_flight`] once more, which must find nothing left;
-/// otherwise the whole wait starts again. The caller holds no connection meanwhile.
-/// Returns the first poll's open connections and bulk tasks and the settled count; panics
-/// after 180 s.
-pub async fn settled_after_outage(urls: &[String], index: &str) -> (u64, u64, u64) {
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let first = answered_in_flight(urls).await;
-    loop {
-        let client = Client::builder().nodes(urls.to_vec()).build().unwrap();
-        let mut last = complete_count(&client, index, urls.len()).await;
-        let mut quiet_since = Instant::now();
-        while last.is_none() || quiet_since.elapsed() < Duration::from_secs(3) {
-            assert!(
-                Instant::now() < deadline,
-                "the index never stopped changing: {last:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(250)).await;
-            let now = complete_count(&client, index, urls.len()).await;
-            if now.is_none() || now != last {
-                (last, quiet_since) = (now, Instant::now());
-            }
-        }
-        drop(client);
-        let (open, tasks) = answered_in_flight(urls).await;
-        // `open` counts the poll's own connection.
-        if open <= 1 && tasks == 0 {
-            return (first.0, first.1, last.unwrap_or(0));
-        }
-        assert!(
-            Instant::now() < deadline,
-            "requests kept arriving after the index was quiet for 3 s"
-        );
-    }
 }
 
 /// The JSON answer to `request`, or `None` when it failed or was not JSON.
